@@ -1,0 +1,149 @@
+import { randomUUID } from "node:crypto";
+import { createRouterTransport } from "@connectrpc/connect";
+import { connectNodeAdapter } from "@connectrpc/connect-node";
+import type { DataSource } from "typeorm";
+import { AccessTokens } from "./auth/access-tokens.js";
+import { authInterceptor, createAuthorizer } from "./auth/auth-interceptor.js";
+import { type BootstrapOutcome, bootstrapIdentity } from "./auth/bootstrap.js";
+import { createDiscoveryEndpoints } from "./auth/discovery.js";
+import { identityEntities } from "./auth/entities.js";
+import { IdentityRepository } from "./auth/identity-repository.js";
+import { KeyStore } from "./auth/key-store.js";
+import { createTokenEndpoint, TOKEN_PATH } from "./auth/token-endpoint.js";
+import { CatalogRepository } from "./catalog/catalog-repository.js";
+import { catalogEntities } from "./catalog/entities.js";
+import { type Clock, systemClock } from "./platform/clock.js";
+import type { Config } from "./platform/config.js";
+import type { Coordinator } from "./platform/coordinator.js";
+import { createDataSource, migrate, pingDatabase } from "./platform/database.js";
+import type { Logger } from "./platform/logger.js";
+import { MemoryCoordinator } from "./platform/memory-coordinator.js";
+import { migrations } from "./platform/migrations/index.js";
+import { RedisCoordinator } from "./platform/redis-coordinator.js";
+import { errorInterceptor } from "./server/error-interceptor.js";
+import type { RequestHandler } from "./server/http-server.js";
+import { createRequestHandler } from "./server/request-handler.js";
+import { createRestHandler } from "./server/rest/rest-handler.js";
+import { RouteTable, routesFromAnnotations } from "./server/rest/route-table.js";
+import { ALL_SERVICES, registerServices } from "./services.js";
+
+export interface App {
+  handler: RequestHandler;
+  dataSource: DataSource;
+  coordinator: Coordinator;
+  keys: KeyStore;
+  tokens: AccessTokens;
+  /** What start-up did to make sure a client exists; `first-client` carries a secret to show once. */
+  bootstrap: BootstrapOutcome;
+  close(): Promise<void>;
+}
+
+export interface AppOptions {
+  clock?: Clock;
+}
+
+export function openDatabase(config: Config): DataSource {
+  return createDataSource(config.database, [...catalogEntities, ...identityEntities], migrations);
+}
+
+export async function connectCoordinator(config: Config, logger: Logger, clock: Clock): Promise<Coordinator> {
+  return config.coordinator.kind === "redis"
+    ? RedisCoordinator.connect(config.coordinator.url, logger)
+    : new MemoryCoordinator(clock);
+}
+
+/** Connects the database (applying pending migrations), the coordinator and the keys; builds the handler. */
+export async function createApp(config: Config, logger: Logger, options: AppOptions = {}): Promise<App> {
+  const clock = options.clock ?? systemClock;
+  const dataSource = openDatabase(config);
+  try {
+    await dataSource.initialize();
+  } catch (error) {
+    throw new Error(`DATABASE_URL is unreachable: ${(error as Error).message}`);
+  }
+  const identity = new IdentityRepository(dataSource);
+  const keys = new KeyStore(identity, clock, config.auth.keyEncryptionKey, config.auth.accessTokenTtlSeconds);
+  let coordinator: Coordinator | undefined;
+  let bootstrap: BootstrapOutcome;
+  try {
+    const applied = await migrate(dataSource);
+    if (applied.length > 0) logger.info({ migrations: applied }, "applied database migrations");
+    await keys.initialize();
+    bootstrap = await bootstrapIdentity(identity, config.auth, clock, randomUUID);
+    coordinator = await connectCoordinator(config, logger, clock);
+  } catch (error) {
+    await dataSource.destroy();
+    throw error;
+  }
+
+  const tokens = new AccessTokens(keys, clock, config.auth.issuer, config.auth.accessTokenTtlSeconds);
+  const routes = registerServices({
+    repository: new CatalogRepository(dataSource),
+    identity,
+    clock,
+    newId: randomUUID,
+  });
+  const authOptions = { tokens, repository: identity };
+  const routerOptions = {
+    interceptors: [errorInterceptor(logger), authInterceptor(authOptions)],
+    readMaxBytes: config.bodyLimitBytes,
+    jsonOptions: { alwaysEmitImplicit: true, enumAsInteger: true, ignoreUnknownFields: true },
+  };
+  const rpc = connectNodeAdapter({ ...routerOptions, routes });
+  const rest = createRestHandler({
+    routes: new RouteTable(routesFromAnnotations(ALL_SERVICES)),
+    transport: createRouterTransport(routes, { router: routerOptions }),
+    bodyLimitBytes: config.bodyLimitBytes,
+    logger,
+    authorize: createAuthorizer(authOptions),
+  });
+  const readyCoordinator = coordinator;
+  const handler = createRequestHandler({
+    logger,
+    rpc,
+    rest,
+    endpoints: {
+      [TOKEN_PATH]: createTokenEndpoint({
+        repository: identity,
+        tokens,
+        coordinator: readyCoordinator,
+        clock,
+        logger,
+        limits: { perClient: config.auth.tokenRateLimitPerClient, perAddress: config.auth.tokenRateLimitPerAddress },
+      }),
+      ...createDiscoveryEndpoints(config.auth.issuer, keys),
+    },
+    checkReadiness: async () => {
+      await withTimeout(pingDatabase(dataSource), "database");
+      await withTimeout(readyCoordinator.ping(), "coordinator");
+    },
+  });
+  return {
+    handler,
+    dataSource,
+    coordinator,
+    keys,
+    tokens,
+    bootstrap,
+    async close() {
+      await readyCoordinator.close();
+      await dataSource.destroy();
+    },
+  };
+}
+
+async function withTimeout(check: Promise<void>, what: string): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([
+      check.catch((error: Error) => {
+        throw new Error(`${what} is unreachable: ${error.message}`);
+      }),
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`${what} did not answer within 2 s`)), 2000);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

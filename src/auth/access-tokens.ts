@@ -1,0 +1,87 @@
+import { randomUUID } from "node:crypto";
+import { errors as joseErrors, jwtVerify, SignJWT } from "jose";
+import type { Clock } from "../platform/clock.js";
+import { DomainError } from "../platform/errors.js";
+import { CLOCK_SKEW_SECONDS, type KeyStore, TOKEN_ALGORITHM } from "./key-store.js";
+
+export const ACCESS_TOKEN_TYPE = "at+jwt";
+export const ACCESS_TOKEN_AUDIENCE = "provision-api";
+
+export interface AccessTokenClaims {
+  clientId: string;
+  providerId: string;
+  scopes: string[];
+}
+
+/** OAuth 2.0 access tokens as JWTs (RFC 9068) signed with the service's own key. */
+export class AccessTokens {
+  constructor(
+    private readonly keys: KeyStore,
+    private readonly clock: Clock,
+    private readonly issuer: string,
+    readonly lifetimeSeconds: number,
+  ) {}
+
+  async issue(claims: AccessTokenClaims): Promise<string> {
+    const { kid, privateKey } = await this.keys.signingKey();
+    const now = Math.floor(this.clock.now().getTime() / 1000);
+    return new SignJWT({ scope: claims.scopes.join(" "), client_id: claims.clientId, provider_id: claims.providerId })
+      .setProtectedHeader({ alg: TOKEN_ALGORITHM, kid, typ: ACCESS_TOKEN_TYPE })
+      .setIssuer(this.issuer)
+      .setSubject(claims.clientId)
+      .setAudience(ACCESS_TOKEN_AUDIENCE)
+      .setIssuedAt(now)
+      .setExpirationTime(now + this.lifetimeSeconds)
+      .setJti(randomUUID())
+      .sign(privateKey);
+  }
+
+  /** The claims of a valid token; an `unauthenticated` DomainError saying why otherwise. */
+  async verify(token: string): Promise<AccessTokenClaims> {
+    try {
+      const { payload } = await jwtVerify(
+        token,
+        async (header) => {
+          const key = header.kid ? await this.keys.verificationKey(header.kid) : undefined;
+          if (!key) throw new joseErrors.JWKSNoMatchingKey();
+          return key;
+        },
+        {
+          algorithms: [TOKEN_ALGORITHM],
+          issuer: this.issuer,
+          audience: ACCESS_TOKEN_AUDIENCE,
+          typ: ACCESS_TOKEN_TYPE,
+          clockTolerance: CLOCK_SKEW_SECONDS,
+          currentDate: this.clock.now(),
+          requiredClaims: ["sub", "exp", "iat"],
+        },
+      );
+      const {
+        sub,
+        scope,
+        provider_id: providerId,
+      } = payload as { sub: string; scope?: unknown; provider_id?: unknown };
+      if (typeof scope !== "string" || typeof providerId !== "string")
+        throw new joseErrors.JWTInvalid("missing scope or provider_id claim");
+      return { clientId: sub, providerId, scopes: scope.split(" ").filter(Boolean) };
+    } catch (error) {
+      const expired = error instanceof joseErrors.JWTExpired;
+      throw new DomainError(
+        "unauthenticated",
+        expired ? "the access token has expired" : "the access token is not valid",
+        {
+          slug: "invalid-token",
+          headers: { "www-authenticate": bearerChallenge("invalid_token", expired ? "expired" : "invalid token") },
+        },
+      );
+    }
+  }
+}
+
+export function bearerChallenge(error?: string, description?: string, scope?: string): string {
+  const parts = ['Bearer realm="provision"'];
+  if (error) parts.push(`error="${error}"`);
+  if (description) parts.push(`error_description="${description}"`);
+  if (scope) parts.push(`scope="${scope}"`);
+  return parts.join(", ");
+}

@@ -1,0 +1,109 @@
+import { type DescMethod, getOption } from "@bufbuild/protobuf";
+import { createContextKey, type Interceptor } from "@connectrpc/connect";
+import { AuthMode, type AuthRequirement, auth } from "../../gen/provision/v1/auth_pb.js";
+import { DomainError } from "../platform/errors.js";
+import { providerIdKey } from "../server/tenant.js";
+import { type AccessTokenClaims, type AccessTokens, bearerChallenge } from "./access-tokens.js";
+import type { IdentityRepository } from "./identity-repository.js";
+import { anyCovers } from "./scopes.js";
+
+/** The client a request was authenticated as, for services that need more than the provider. */
+export const clientPrincipalKey = createContextKey<AccessTokenClaims | undefined>(undefined, {
+  description: "authenticated OAuth client",
+});
+
+/** Verifies a license session token; the activation issue supplies it. */
+export type LicenseSessionVerifier = (authorization: string | null) => Promise<{ providerId: string }>;
+
+export interface AuthInterceptorOptions {
+  tokens: AccessTokens;
+  repository: IdentityRepository;
+  licenseSessions?: LicenseSessionVerifier;
+}
+
+/**
+ * Enforces each method's declared `provision.v1.auth` requirement, the same for REST, Connect and gRPC,
+ * and puts the caller's provider in the request context. A method without a requirement is refused.
+ */
+export function authInterceptor(options: AuthInterceptorOptions): Interceptor {
+  const authorize = createAuthorizer(options);
+  return (next) => async (request) => {
+    const caller = await authorize(request.method, request.header);
+    if (caller.providerId) request.contextValues.set(providerIdKey, caller.providerId);
+    if (caller.client) request.contextValues.set(clientPrincipalKey, caller.client);
+    return next(request);
+  };
+}
+
+export interface Caller {
+  /** Empty for anonymous methods. */
+  providerId: string;
+  client?: AccessTokenClaims;
+}
+
+/**
+ * Checks a call of `method` with these request headers against its declared requirement; throws the
+ * DomainError to answer otherwise. The interceptor runs it for every protocol; REST runs it once more
+ * before reading a body, so an unauthenticated caller learns nothing from validation.
+ */
+export function createAuthorizer(options: AuthInterceptorOptions) {
+  return async function authorize(method: DescMethod, headers: Headers): Promise<Caller> {
+    const requirement = requirementOf(method);
+    switch (requirement.mode) {
+      case AuthMode.ANONYMOUS:
+        return { providerId: "" };
+      case AuthMode.CLIENT: {
+        const client = await authenticateClient(options, headers.get("authorization"));
+        if (!anyCovers(client.scopes, requirement.scope)) {
+          throw new DomainError("permission-denied", `this operation needs the scope ${requirement.scope}`, {
+            slug: "insufficient-scope",
+            headers: {
+              "www-authenticate": bearerChallenge("insufficient_scope", "scope missing", requirement.scope),
+            },
+          });
+        }
+        return { providerId: client.providerId, client };
+      }
+      case AuthMode.LICENSE_SESSION: {
+        if (!options.licenseSessions) {
+          throw new DomainError("unimplemented", "license sessions are not implemented yet", {
+            slug: "unimplemented",
+          });
+        }
+        return options.licenseSessions(headers.get("authorization"));
+      }
+      default:
+        throw new DomainError("permission-denied", `${method.name} declares no authentication requirement`);
+    }
+  };
+}
+
+const requirements = new WeakMap<DescMethod, AuthRequirement>();
+
+function requirementOf(method: DescMethod): AuthRequirement {
+  let requirement = requirements.get(method);
+  if (!requirement) {
+    requirement = getOption(method, auth);
+    requirements.set(method, requirement);
+  }
+  return requirement;
+}
+
+async function authenticateClient(options: AuthInterceptorOptions, authorization: string | null) {
+  const match = authorization ? /^Bearer\s+(\S+)\s*$/i.exec(authorization) : null;
+  if (!match) {
+    throw new DomainError("unauthenticated", "send an access token: Authorization: Bearer <token>", {
+      slug: "unauthenticated",
+      headers: { "www-authenticate": bearerChallenge() },
+    });
+  }
+  const claims = await options.tokens.verify(match[1]);
+  const client = await options.repository.findClient(claims.clientId);
+  if (!client || client.disabled || client.providerId !== claims.providerId) {
+    throw new DomainError("unauthenticated", "the client of this access token is disabled or deleted", {
+      slug: "invalid-token",
+      headers: { "www-authenticate": bearerChallenge("invalid_token", "client disabled or deleted") },
+    });
+  }
+  return claims;
+}

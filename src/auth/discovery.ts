@@ -1,0 +1,37 @@
+import { writeJson } from "../server/http-responses.js";
+import type { NodeRequest, NodeResponse } from "../server/rest/rest-handler.js";
+import type { KeyStore } from "./key-store.js";
+import { TOKEN_ALGORITHM } from "./key-store.js";
+import { SCOPE_AREAS, SCOPE_VERBS } from "./scopes.js";
+import { TOKEN_PATH } from "./token-endpoint.js";
+
+export const DISCOVERY_PATH = "/.well-known/openid-configuration";
+export const JWKS_PATH = "/.well-known/jwks.json";
+
+/** OAuth 2.0 authorization server metadata, served at the OpenID Connect discovery path. */
+export function discoveryDocument(issuer: string) {
+  return {
+    issuer,
+    token_endpoint: issuer + TOKEN_PATH,
+    jwks_uri: issuer + JWKS_PATH,
+    grant_types_supported: ["client_credentials"],
+    token_endpoint_auth_methods_supported: ["client_secret_basic", "client_secret_post"],
+    response_types_supported: ["token"],
+    scopes_supported: SCOPE_AREAS.flatMap((area) => SCOPE_VERBS.map((verb) => `${area}:${verb}`)),
+    access_token_signing_alg_values_supported: [TOKEN_ALGORITHM],
+  };
+}
+
+export function createDiscoveryEndpoints(issuer: string, keys: KeyStore) {
+  const document = discoveryDocument(issuer);
+  return {
+    [DISCOVERY_PATH]: async (_request: NodeRequest, response: NodeResponse) => {
+      response.setHeader("Cache-Control", "public, max-age=3600");
+      writeJson(response, 200, document);
+    },
+    [JWKS_PATH]: async (_request: NodeRequest, response: NodeResponse) => {
+      response.setHeader("Cache-Control", "public, max-age=60");
+      writeJson(response, 200, (await keys.jwks()) as never);
+    },
+  };
+}

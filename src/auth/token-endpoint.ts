@@ -1,0 +1,211 @@
+import type { Clock } from "../platform/clock.js";
+import type { Coordinator, RateDecision } from "../platform/coordinator.js";
+import type { Logger } from "../platform/logger.js";
+import { writeJson, writeProblem } from "../server/http-responses.js";
+import type { NodeRequest, NodeResponse } from "../server/rest/rest-handler.js";
+import type { AccessTokens } from "./access-tokens.js";
+import type { IdentityRepository } from "./identity-repository.js";
+import { anyCovers, isValidScope, parseScopeList } from "./scopes.js";
+import { DECOY_HASH, verifySecret } from "./secrets.js";
+
+export const TOKEN_PATH = "/auth/connect/token";
+const FORM_LIMIT_BYTES = 16 * 1024;
+const RATE_WINDOW_MS = 60_000;
+
+export interface TokenEndpointOptions {
+  repository: IdentityRepository;
+  tokens: AccessTokens;
+  coordinator: Coordinator;
+  clock: Clock;
+  logger: Logger;
+  /** Failed authentications allowed per client id from one address, and requests per address, each minute. */
+  limits: { perClient: number; perAddress: number };
+}
+
+type OAuthError = "invalid_request" | "invalid_client" | "unsupported_grant_type" | "invalid_scope";
+
+class TokenError extends Error {
+  constructor(
+    readonly error: OAuthError,
+    description: string,
+  ) {
+    super(description);
+  }
+}
+
+class RateLimited extends Error {
+  constructor(readonly retryAfterMs: number) {
+    super("too many token requests");
+  }
+}
+
+/** The OAuth 2.0 token endpoint (RFC 6749 §4.4): client credentials for a short-lived access token. */
+export function createTokenEndpoint(options: TokenEndpointOptions) {
+  return async function handleTokenRequest(request: NodeRequest, response: NodeResponse): Promise<void> {
+    response.setHeader("Cache-Control", "no-store");
+    response.setHeader("Pragma", "no-cache");
+    if (request.method !== "POST") {
+      response.setHeader("Allow", "POST");
+      writeJson(response, 405, { error: "invalid_request", error_description: "use POST" });
+      return;
+    }
+    try {
+      const address = request.socket.remoteAddress ?? "unknown";
+      await limit(options, `token:address:${address}`, options.limits.perAddress);
+      const form = await readForm(request);
+      const credentials = clientCredentials(request, form);
+      const failuresKey = `token:failures:${credentials.clientId}:${address}`;
+      await refuseAfterFailures(options, failuresKey, options.limits.perClient);
+      const grantType = form.get("grant_type");
+      if (!grantType) throw new TokenError("invalid_request", "grant_type is required");
+      if (grantType !== "client_credentials") {
+        throw new TokenError("unsupported_grant_type", "only grant_type=client_credentials is supported");
+      }
+      const client = await options.repository.findClient(credentials.clientId);
+      const secretMatches = await verifySecret(credentials.clientSecret, client?.secretHash ?? DECOY_HASH);
+      if (!client || !secretMatches || client.disabled) {
+        await countFailure(options, failuresKey);
+        throw new TokenError("invalid_client", "client authentication failed");
+      }
+      const granted = parseScopeList(client.scopes);
+      const requested = form.has("scope") ? parseScopeList(form.get("scope") ?? "") : granted;
+      const refused = requested.filter((scope) => !isValidScope(scope) || !anyCovers(granted, scope));
+      if (refused.length > 0 || requested.length === 0) {
+        throw new TokenError("invalid_scope", `not granted to this client: ${refused.join(" ") || "(empty scope)"}`);
+      }
+      const accessToken = await options.tokens.issue({
+        clientId: client.clientId,
+        providerId: client.providerId,
+        scopes: requested,
+      });
+      await options.repository.updateClient(client.clientId, { lastUsedAt: options.clock.now() });
+      writeJson(response, 200, {
+        access_token: accessToken,
+        token_type: "Bearer",
+        expires_in: options.tokens.lifetimeSeconds,
+        scope: requested.join(" "),
+      });
+    } catch (error) {
+      if (error instanceof RateLimited) {
+        const seconds = Math.max(1, Math.ceil(error.retryAfterMs / 1000));
+        response.setHeader("Retry-After", String(seconds));
+        writeProblem(response, {
+          status: 429,
+          slug: "rate-limited",
+          detail: `too many token requests; retry in ${seconds} s`,
+          instance: TOKEN_PATH,
+        });
+        return;
+      }
+      if (!(error instanceof TokenError)) throw error;
+      const status = error.error === "invalid_client" ? 401 : 400;
+      if (status === 401) response.setHeader("WWW-Authenticate", 'Basic realm="provision"');
+      writeJson(response, status, { error: error.error, error_description: error.message });
+    }
+  };
+}
+
+/**
+ * Failed authentications are counted per client id and source address: a burst of wrong secrets is refused
+ * from that address (right secret included) until the window ends, while nobody elsewhere can lock the
+ * client out, and successful requests never count.
+ */
+async function refuseAfterFailures(options: TokenEndpointOptions, key: string, allowed: number): Promise<void> {
+  try {
+    const window = await options.coordinator.peek(key);
+    if (window.count >= allowed) throw new RateLimited(window.retryAfterMs);
+  } catch (error) {
+    if (error instanceof RateLimited) throw error;
+    warnUnavailable(options, error);
+  }
+}
+
+async function countFailure(options: TokenEndpointOptions, key: string): Promise<void> {
+  try {
+    await options.coordinator.hit(key, Number.MAX_SAFE_INTEGER, RATE_WINDOW_MS);
+  } catch (error) {
+    warnUnavailable(options, error);
+  }
+}
+
+function warnUnavailable(options: TokenEndpointOptions, error: unknown): void {
+  options.logger.warn(
+    { err: { message: (error as Error).message } },
+    "token rate limit skipped: coordinator unavailable",
+  );
+}
+
+/**
+ * Counts one request against `key`. When the coordinator is unreachable the request goes through unlimited
+ * (and a warning is logged): losing Redis must not lock every client out.
+ */
+async function limit(options: TokenEndpointOptions, key: string, allowed: number): Promise<void> {
+  let decision: RateDecision;
+  try {
+    decision = await options.coordinator.hit(key, allowed, RATE_WINDOW_MS);
+  } catch (error) {
+    options.logger.warn(
+      { err: { message: (error as Error).message } },
+      "token rate limit skipped: coordinator unavailable",
+    );
+    return;
+  }
+  if (!decision.allowed) throw new RateLimited(decision.retryAfterMs);
+}
+
+async function readForm(request: NodeRequest): Promise<URLSearchParams> {
+  const mediaType = String(request.headers["content-type"] ?? "")
+    .split(";")[0]
+    .trim()
+    .toLowerCase();
+  if (mediaType !== "application/x-www-form-urlencoded") {
+    request.resume();
+    throw new TokenError("invalid_request", "send the request as application/x-www-form-urlencoded");
+  }
+  let size = 0;
+  const chunks: Buffer[] = [];
+  for await (const chunk of request as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > FORM_LIMIT_BYTES) throw new TokenError("invalid_request", "the request is too large");
+    chunks.push(chunk);
+  }
+  const form = new URLSearchParams(Buffer.concat(chunks).toString("utf8"));
+  for (const name of new Set(form.keys())) {
+    if (form.getAll(name).length > 1) throw new TokenError("invalid_request", `${name} is repeated`);
+  }
+  return form;
+}
+
+/** client_secret_basic (RFC 6749 §2.3.1, form-encoded then base64) or client_secret_post, never both. */
+function clientCredentials(request: NodeRequest, form: URLSearchParams): { clientId: string; clientSecret: string } {
+  const header = request.headers.authorization;
+  const basic = typeof header === "string" ? /^Basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(header) : null;
+  if (typeof header === "string" && !basic) {
+    throw new TokenError("invalid_client", "the Authorization header must use the Basic scheme");
+  }
+  if (basic) {
+    if (form.has("client_secret")) {
+      throw new TokenError("invalid_request", "use one client authentication method, not Basic and client_secret");
+    }
+    const decoded = Buffer.from(basic[1], "base64").toString("utf8");
+    const separator = decoded.indexOf(":");
+    if (separator < 0) throw new TokenError("invalid_client", "malformed Basic credentials");
+    try {
+      const clientId = decodeURIComponent(decoded.slice(0, separator).replace(/\+/g, " "));
+      const clientSecret = decodeURIComponent(decoded.slice(separator + 1).replace(/\+/g, " "));
+      if (form.has("client_id") && form.get("client_id") !== clientId) {
+        throw new TokenError("invalid_request", "client_id differs from the Basic credentials");
+      }
+      return { clientId, clientSecret };
+    } catch (error) {
+      if (error instanceof TokenError) throw error;
+      throw new TokenError("invalid_client", "malformed Basic credentials");
+    }
+  }
+  const clientId = form.get("client_id");
+  const clientSecret = form.get("client_secret");
+  if (!clientId || !clientSecret) {
+    throw new TokenError("invalid_client", "authenticate with HTTP Basic or client_id and client_secret");
+  }
+  return { clientId, clientSecret };
+}

@@ -1,0 +1,122 @@
+import {
+  AccumulationMethodSchema,
+  CreditBalanceStatusSchema,
+  type Feature,
+  MetricTypeSchema,
+  type MonitoredAsset,
+  OverageSeveritySchema,
+  ProductStatusSchema,
+  QuotaUsagePolicySchema,
+} from "../../gen/provision/v1/catalog_pb.js";
+import type { Violations } from "../platform/validation.js";
+
+export const LIMITS = {
+  code: 128,
+  version: 64,
+  name: 255,
+  externalId: 255,
+  featurePath: 512,
+  metricName: 128,
+  shortText: 64,
+  category: 128,
+} as const;
+
+export function checkProductFields(
+  violations: Violations,
+  prefix: string,
+  fields: { productCode?: string; productVersion?: string; name?: string; externalId?: string },
+): void {
+  violations
+    .maxLength(`${prefix}productCode`, fields.productCode, LIMITS.code)
+    .maxLength(`${prefix}productVersion`, fields.productVersion, LIMITS.version)
+    .maxLength(`${prefix}name`, fields.name, LIMITS.name)
+    .maxLength(`${prefix}externalId`, fields.externalId, LIMITS.externalId);
+}
+
+export function checkStatus(violations: Violations, field: string, status: number): void {
+  violations.enumValue(field, status, ProductStatusSchema);
+}
+
+export function checkFeature(
+  violations: Violations,
+  prefix: string,
+  feature: Partial<
+    Pick<
+      Feature,
+      | "featureCode"
+      | "featurePath"
+      | "moduleName"
+      | "name"
+      | "version"
+      | "units"
+      | "type"
+      | "usageMetric"
+      | "meteredAssetId"
+    >
+  >,
+): void {
+  violations
+    .maxLength(`${prefix}featureCode`, feature.featureCode, LIMITS.code)
+    .maxLength(`${prefix}featurePath`, feature.featurePath, LIMITS.featurePath)
+    .maxLength(`${prefix}moduleName`, feature.moduleName, LIMITS.name)
+    .maxLength(`${prefix}name`, feature.name, LIMITS.name)
+    .maxLength(`${prefix}version`, feature.version, LIMITS.version)
+    .maxLength(`${prefix}units`, feature.units, LIMITS.shortText)
+    .maxLength(`${prefix}type`, feature.type, LIMITS.shortText)
+    .maxLength(`${prefix}usageMetric`, feature.usageMetric, LIMITS.name)
+    .uuid(`${prefix}meteredAssetId`, feature.meteredAssetId);
+}
+
+export function checkMonitoredAsset(violations: Violations, prefix: string, asset: MonitoredAsset): void {
+  violations
+    .required(`${prefix}metricName`, asset.metricName)
+    .maxLength(`${prefix}metricName`, asset.metricName, LIMITS.metricName)
+    .maxLength(`${prefix}name`, asset.name, LIMITS.name)
+    .maxLength(`${prefix}unit`, asset.unit, LIMITS.shortText)
+    .maxLength(`${prefix}category`, asset.category, LIMITS.category)
+    .maxLength(`${prefix}numberFormat`, asset.numberFormat, LIMITS.shortText)
+    .uuid(`${prefix}id`, asset.id)
+    .uuid(`${prefix}entitlementId`, asset.entitlementId)
+    .enumValue(`${prefix}metricType`, asset.metricType, MetricTypeSchema);
+  const metered = asset.meteredUsage;
+  if (metered) {
+    violations
+      .uuid(`${prefix}meteredUsage.id`, metered.id)
+      .enumValue(
+        `${prefix}meteredUsage.lastReportedOverageSeverityStatus`,
+        metered.lastReportedOverageSeverityStatus,
+        OverageSeveritySchema,
+      )
+      .enumValue(`${prefix}meteredUsage.accumulationMethod`, metered.accumulationMethod, AccumulationMethodSchema);
+    for (const [index, tier] of metered.usageTiers.entries()) {
+      const field = `${prefix}meteredUsage.usageTiers[${index}]`;
+      violations
+        .enumValue(`${field}.quotaUsageLevel`, tier.quotaUsageLevel, OverageSeveritySchema)
+        .enumValue(`${field}.quotaUsagePolicy`, tier.quotaUsagePolicy, QuotaUsagePolicySchema);
+      if (tier.endUsage !== 0 && tier.endUsage < tier.startUsage) {
+        violations.add(`${field}.endUsage`, "must not be less than startUsage (0 means unbounded)");
+      }
+    }
+  }
+  const balance = asset.balanceUsage;
+  if (balance) {
+    violations
+      .uuid(`${prefix}balanceUsage.id`, balance.id)
+      .enumValue(
+        `${prefix}balanceUsage.overageSeverityStatus`,
+        balance.overageSeverityStatus,
+        CreditBalanceStatusSchema,
+      );
+    for (const [index, quota] of balance.usageQuota.entries()) {
+      violations.enumValue(
+        `${prefix}balanceUsage.usageQuota[${index}].quotaUsageLevel`,
+        quota.quotaUsageLevel,
+        CreditBalanceStatusSchema,
+      );
+    }
+  }
+  if (asset.metricType === 1 && !metered)
+    violations.add(`${prefix}meteredUsage`, "is required when metricType is 1 (Metered)");
+  if (asset.metricType === 2 && !balance)
+    violations.add(`${prefix}balanceUsage`, "is required when metricType is 2 (Balance)");
+}

@@ -1,0 +1,69 @@
+import { createApp } from "./app.js";
+import { ConfigError, checkTlsFiles, loadConfig } from "./platform/config.js";
+import { createLogger } from "./platform/logger.js";
+import { listen } from "./server/http-server.js";
+
+async function main(): Promise<void> {
+  let config: ReturnType<typeof loadConfig>;
+  try {
+    config = loadConfig();
+    checkTlsFiles(config.tls);
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`${error.message}\n`);
+      process.exit(2);
+    }
+    throw error;
+  }
+  const logger = createLogger(config.logLevel);
+  const app = await createApp(config, logger);
+  if (app.bootstrap.kind === "first-client") {
+    process.stdout.write(
+      `${JSON.stringify({
+        notice: "first start: created a client with all scopes; its secret is shown only now",
+        clientId: app.bootstrap.clientId,
+        clientSecret: app.bootstrap.clientSecret,
+      })}\n`,
+    );
+  }
+  const server = await listen(app.handler, { host: config.host, port: config.port, tls: config.tls, logger });
+  logger.info(
+    { port: server.port, tls: Boolean(config.tls), database: config.database.kind, coordinator: app.coordinator.kind },
+    "provision is listening",
+  );
+
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, "draining");
+    const deadline = setTimeout(() => {
+      logger.error("shutdown took too long; exiting");
+      process.exit(1);
+    }, config.shutdownGraceMs + 1500);
+    deadline.unref();
+    let failed = false;
+    for (const [what, close] of [
+      ["server", () => server.close(config.shutdownGraceMs)],
+      ["database and coordinator", () => app.close()],
+    ] as const) {
+      try {
+        await close();
+      } catch (error) {
+        failed = true;
+        logger.error({ err: error }, `closing the ${what} failed`);
+      }
+    }
+    logger.info("stopped");
+    logger.flush();
+    process.exit(failed ? 1 : 0);
+  };
+  process.on("SIGTERM", () => void stop("SIGTERM"));
+  process.on("SIGINT", () => void stop("SIGINT"));
+}
+
+main().catch((error: unknown) => {
+  const message = error instanceof Error ? error.message : String(error);
+  process.stderr.write(`provision failed to start: ${message}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,162 @@
+import fs from "node:fs";
+import path from "node:path";
+
+export type DatabaseConfig = { kind: "mysql"; url: string } | { kind: "sqlite"; file: string };
+
+export type CoordinatorConfig = { kind: "redis"; url: string } | { kind: "memory" };
+
+export interface TlsConfig {
+  certFile: string;
+  keyFile: string;
+}
+
+export interface AuthConfig {
+  /** Issuer of access tokens and base of the discovery document's URLs. */
+  issuer: string;
+  accessTokenTtlSeconds: number;
+  /** AES-256 key that encrypts signing keys at rest, when given. */
+  keyEncryptionKey?: Buffer;
+  bootstrapClient?: { clientId: string; clientSecret: string };
+  /** Failed authentications allowed per client id from one address, each minute. */
+  tokenRateLimitPerClient: number;
+  /** Token requests allowed per source address, each minute. */
+  tokenRateLimitPerAddress: number;
+}
+
+export interface Config {
+  host: string;
+  port: number;
+  database: DatabaseConfig;
+  coordinator: CoordinatorConfig;
+  tls?: TlsConfig;
+  bodyLimitBytes: number;
+  logLevel: string;
+  shutdownGraceMs: number;
+  auth: AuthConfig;
+}
+
+/** Fails with a ConfigError naming the variable when a configured TLS file cannot be read. */
+export function checkTlsFiles(tls: TlsConfig | undefined): void {
+  if (!tls) return;
+  for (const [variable, file] of [
+    ["TLS_CERT_FILE", tls.certFile],
+    ["TLS_KEY_FILE", tls.keyFile],
+  ]) {
+    try {
+      fs.accessSync(file, fs.constants.R_OK);
+    } catch {
+      throw new ConfigError(variable, `names a file that cannot be read: ${file}`);
+    }
+  }
+}
+
+/** A configuration value that cannot be used; `main` prints it as one line and exits. */
+export class ConfigError extends Error {
+  constructor(variable: string, problem: string) {
+    super(`invalid configuration: ${variable} ${problem}`);
+    this.name = "ConfigError";
+  }
+}
+
+const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const certFile = optional(env, "TLS_CERT_FILE");
+  const keyFile = optional(env, "TLS_KEY_FILE");
+  if (Boolean(certFile) !== Boolean(keyFile)) {
+    throw new ConfigError(certFile ? "TLS_KEY_FILE" : "TLS_CERT_FILE", "must be set together with the other TLS file");
+  }
+  const logLevel = optional(env, "LOG_LEVEL") ?? "info";
+  if (!LOG_LEVELS.includes(logLevel)) throw new ConfigError("LOG_LEVEL", `must be one of ${LOG_LEVELS.join(", ")}`);
+  return {
+    host: optional(env, "HOST") ?? "0.0.0.0",
+    port: integer(env, "PORT", 8080, 0, 65535),
+    database: databaseConfig(env),
+    coordinator: coordinatorConfig(env),
+    tls: certFile && keyFile ? { certFile, keyFile } : undefined,
+    bodyLimitBytes: integer(env, "BODY_LIMIT_BYTES", 1024 * 1024, 1024, 64 * 1024 * 1024),
+    logLevel,
+    shutdownGraceMs: integer(env, "SHUTDOWN_GRACE_MS", 8000, 0, 60000),
+    auth: authConfig(env),
+  };
+}
+
+const CLIENT_ID = /^[A-Za-z0-9._~-]{1,64}$/;
+
+function authConfig(env: NodeJS.ProcessEnv): AuthConfig {
+  const port = optional(env, "PORT") ?? "8080";
+  const issuer = optional(env, "PUBLIC_BASE_URL") ?? `http://localhost:${port}`;
+  if (!/^https?:\/\/[^/]+(\/.*)?$/.test(issuer)) throw new ConfigError("PUBLIC_BASE_URL", "must be an http(s) URL");
+  const encodedKey = optional(env, "PROVISION_KEY_ENCRYPTION_KEY");
+  const keyEncryptionKey = encodedKey ? Buffer.from(encodedKey, "base64") : undefined;
+  if (keyEncryptionKey && keyEncryptionKey.length !== 32) {
+    throw new ConfigError("PROVISION_KEY_ENCRYPTION_KEY", "must be 32 bytes in base64 (openssl rand -base64 32)");
+  }
+  const clientId = optional(env, "PROVISION_BOOTSTRAP_CLIENT_ID");
+  const clientSecret = optional(env, "PROVISION_BOOTSTRAP_CLIENT_SECRET");
+  if (Boolean(clientId) !== Boolean(clientSecret)) {
+    throw new ConfigError(
+      clientId ? "PROVISION_BOOTSTRAP_CLIENT_SECRET" : "PROVISION_BOOTSTRAP_CLIENT_ID",
+      "must be set together with the other bootstrap variable",
+    );
+  }
+  if (clientId && !CLIENT_ID.test(clientId)) {
+    throw new ConfigError("PROVISION_BOOTSTRAP_CLIENT_ID", "must be 1-64 of A-Z a-z 0-9 . _ ~ -");
+  }
+  if (clientSecret && clientSecret.length < 32) {
+    throw new ConfigError("PROVISION_BOOTSTRAP_CLIENT_SECRET", "must be at least 32 characters");
+  }
+  return {
+    issuer: issuer.replace(/\/$/, ""),
+    accessTokenTtlSeconds: integer(env, "ACCESS_TOKEN_TTL_SECONDS", 600, 60, 86400),
+    keyEncryptionKey,
+    bootstrapClient: clientId && clientSecret ? { clientId, clientSecret } : undefined,
+    tokenRateLimitPerClient: integer(env, "TOKEN_RATE_LIMIT_PER_CLIENT", 20, 1, 100000),
+    tokenRateLimitPerAddress: integer(env, "TOKEN_RATE_LIMIT_PER_ADDRESS", 120, 1, 100000),
+  };
+}
+
+function databaseConfig(env: NodeJS.ProcessEnv): DatabaseConfig {
+  const url = optional(env, "DATABASE_URL");
+  if (!url) {
+    const dataDir = optional(env, "PROVISION_DATA_DIR") ?? "./data";
+    return { kind: "sqlite", file: path.resolve(dataDir, "provision.sqlite") };
+  }
+  if (url.startsWith("sqlite:")) {
+    const file = url.slice("sqlite:".length).replace(/^\/\/(?=\/)/, "");
+    if (!file) throw new ConfigError("DATABASE_URL", "must name a file: sqlite:/path/to/file.sqlite");
+    return { kind: "sqlite", file: path.resolve(file) };
+  }
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new ConfigError("DATABASE_URL", "is not a URL (expected mysql://user:pass@host:port/db or sqlite:/path)");
+  }
+  if (parsed.protocol !== "mysql:" && parsed.protocol !== "mariadb:") {
+    throw new ConfigError("DATABASE_URL", `has unsupported scheme ${parsed.protocol} (use mysql:// or sqlite:)`);
+  }
+  if (parsed.pathname.length <= 1) throw new ConfigError("DATABASE_URL", "must name a database: mysql://host/db");
+  return { kind: "mysql", url };
+}
+
+function coordinatorConfig(env: NodeJS.ProcessEnv): CoordinatorConfig {
+  const url = optional(env, "REDIS_URL");
+  if (!url) return { kind: "memory" };
+  if (!/^rediss?:\/\/[^/]/.test(url)) throw new ConfigError("REDIS_URL", "must be a redis:// or rediss:// URL");
+  return { kind: "redis", url };
+}
+
+function optional(env: NodeJS.ProcessEnv, name: string): string | undefined {
+  const value = env[name]?.trim();
+  return value ? value : undefined;
+}
+
+function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max: number): number {
+  const raw = optional(env, name);
+  if (raw === undefined) return fallback;
+  if (!/^\d+$/.test(raw)) throw new ConfigError(name, `must be a whole number, got ${JSON.stringify(raw)}`);
+  const value = Number(raw);
+  if (value < min || value > max) throw new ConfigError(name, `must be between ${min} and ${max}, got ${value}`);
+  return value;
+}

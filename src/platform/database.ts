@@ -1,0 +1,136 @@
+import fs from "node:fs";
+import path from "node:path";
+import { DataSource, type EntityManager, type EntitySchema, type MigrationInterface, QueryFailedError } from "typeorm";
+import type { DatabaseConfig } from "./config.js";
+
+export type Dialect = "mysql" | "sqlite";
+
+export function createDataSource(
+  config: DatabaseConfig,
+  entities: EntitySchema[],
+  migrations: (new () => MigrationInterface)[],
+): DataSource {
+  if (config.kind === "mysql") {
+    return new DataSource({
+      type: "mysql",
+      url: config.url,
+      timezone: "Z",
+      charset: "utf8mb4_unicode_ci",
+      supportBigNumbers: true,
+      bigNumberStrings: true,
+      dateStrings: false,
+      poolSize: 10,
+      entities,
+      migrations,
+      migrationsTableName: "schema_migrations",
+      logging: false,
+    });
+  }
+  fs.mkdirSync(path.dirname(config.file), { recursive: true });
+  return new DataSource({
+    type: "better-sqlite3",
+    database: config.file,
+    entities,
+    migrations,
+    migrationsTableName: "schema_migrations",
+    prepareDatabase: (db: { pragma(statement: string): unknown }) => {
+      db.pragma("journal_mode = WAL");
+      db.pragma("busy_timeout = 5000");
+      db.pragma("foreign_keys = ON");
+    },
+    logging: false,
+  });
+}
+
+export function dialectOf(dataSource: DataSource): Dialect {
+  return dataSource.options.type === "mysql" ? "mysql" : "sqlite";
+}
+
+/** Applies pending migrations, one instance at a time; returns the names of those applied. */
+export async function migrate(dataSource: DataSource): Promise<string[]> {
+  return withDatabaseLock(dataSource, "provision-migrations", async () => {
+    const applied = await dataSource.runMigrations({ transaction: "each" });
+    return applied.map((migration) => migration.name);
+  });
+}
+
+/**
+ * Runs `work` while holding a named lock across every instance on the database (MySQL `GET_LOCK`);
+ * SQLite serves one instance, so it runs at once there.
+ */
+export async function withDatabaseLock<T>(dataSource: DataSource, name: string, work: () => Promise<T>): Promise<T> {
+  if (dialectOf(dataSource) !== "mysql") return work();
+  const runner = dataSource.createQueryRunner();
+  await runner.connect();
+  try {
+    const [row] = (await runner.query("SELECT GET_LOCK(?, 60) AS acquired", [name])) as { acquired: number }[];
+    if (Number(row?.acquired) !== 1) throw new Error(`could not take the ${name} lock within 60 s`);
+    try {
+      return await work();
+    } finally {
+      await runner.query("SELECT RELEASE_LOCK(?)", [name]);
+    }
+  } finally {
+    await runner.release();
+  }
+}
+
+export async function pingDatabase(dataSource: DataSource): Promise<void> {
+  await dataSource.query("SELECT 1");
+}
+
+/** Whether `error` is a unique-constraint violation, on MySQL/MariaDB or SQLite. */
+export function isUniqueViolation(error: unknown): error is QueryFailedError {
+  if (!(error instanceof QueryFailedError)) return false;
+  const driverError = error.driverError as { code?: string; errno?: number };
+  return (
+    driverError?.errno === 1062 ||
+    driverError?.code === "ER_DUP_ENTRY" ||
+    driverError?.code === "SQLITE_CONSTRAINT_UNIQUE" ||
+    driverError?.code === "SQLITE_CONSTRAINT_PRIMARYKEY"
+  );
+}
+
+const sqliteWriteQueues = new WeakMap<DataSource, Promise<unknown>>();
+
+/**
+ * Runs a write alone on SQLite. TypeORM gives every transaction of a better-sqlite3 data source the same
+ * connection, so two writes at once would share (and roll back) each other's transaction; serializing them
+ * keeps each transaction whole. MySQL has a pool and row locks: the write runs at once.
+ */
+export function writeSerially<T>(dataSource: DataSource, work: () => Promise<T>): Promise<T> {
+  if (dialectOf(dataSource) !== "sqlite") return work();
+  const previous = sqliteWriteQueues.get(dataSource) ?? Promise.resolve();
+  const run = previous.then(work);
+  sqliteWriteQueues.set(
+    dataSource,
+    run.catch(() => undefined),
+  );
+  return run;
+}
+
+const DEADLOCK_ATTEMPTS = 3;
+
+/**
+ * One transaction: its writes all land or none do. On MySQL a transaction chosen as a deadlock victim (or
+ * timed out waiting for a lock) is run again, up to three times in all.
+ */
+export async function inTransaction<T>(
+  dataSource: DataSource,
+  work: (manager: EntityManager) => Promise<T>,
+): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await writeSerially(dataSource, () => dataSource.transaction(work));
+    } catch (error) {
+      if (attempt >= DEADLOCK_ATTEMPTS || !isLockConflict(error)) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 10 * attempt + Math.random() * 20));
+    }
+  }
+}
+
+function isLockConflict(error: unknown): boolean {
+  if (!(error instanceof QueryFailedError)) return false;
+  const errno = (error.driverError as { errno?: number })?.errno;
+  return errno === 1213 || errno === 1205;
+}

@@ -1,0 +1,63 @@
+import type { JsonValue } from "@bufbuild/protobuf";
+import type { ConnectError } from "@connectrpc/connect";
+import { ProblemDetailsSchema } from "../../gen/provision/v1/problem_pb.js";
+import type { FieldViolation } from "../platform/errors.js";
+import { httpStatusOf, PROBLEM_TYPE_PREFIX, slugOf, titleOf } from "./problem-mapping.js";
+import type { NodeResponse } from "./rest/rest-handler.js";
+
+export interface Problem {
+  status: number;
+  slug: string;
+  detail: string;
+  instance: string;
+  title?: string;
+  errors?: FieldViolation[];
+  /** Extension members added to the problem record. */
+  extensions?: Record<string, JsonValue>;
+}
+
+export function writeJson(response: NodeResponse, status: number, body: JsonValue): void {
+  const text = JSON.stringify(body);
+  response.statusCode = status;
+  response.setHeader("Content-Type", "application/json; charset=utf-8");
+  response.setHeader("Content-Length", Buffer.byteLength(text));
+  response.end(text);
+}
+
+/** Writes an RFC 9457 problem record. */
+export function writeProblem(response: NodeResponse, problem: Problem): void {
+  const body: Record<string, JsonValue> = {
+    type: PROBLEM_TYPE_PREFIX + problem.slug,
+    title: problem.title ?? titleOf(problem.status),
+    status: problem.status,
+    detail: problem.detail,
+    instance: problem.instance,
+    ...(problem.errors && problem.errors.length > 0
+      ? { errors: problem.errors.map((violation) => ({ field: violation.field, message: violation.message })) }
+      : {}),
+    ...problem.extensions,
+  };
+  const requestId = response.getHeader("X-Request-Id");
+  if (typeof requestId === "string") body.requestId = requestId;
+  const text = JSON.stringify(body);
+  response.statusCode = problem.status;
+  response.setHeader("Content-Type", "application/problem+json");
+  response.setHeader("Content-Length", Buffer.byteLength(text));
+  response.end(text);
+}
+
+export function problemFromConnectError(error: ConnectError, instance: string): Problem {
+  const status = httpStatusOf(error.code);
+  const details = error.findDetails(ProblemDetailsSchema)[0];
+  const slug = details?.type.startsWith(PROBLEM_TYPE_PREFIX)
+    ? details.type.slice(PROBLEM_TYPE_PREFIX.length)
+    : slugOf(error.code);
+  return {
+    status,
+    slug,
+    title: details?.title || titleOf(status),
+    detail: error.rawMessage,
+    instance,
+    errors: details?.errors.map((violation) => ({ field: violation.field, message: violation.message })),
+  };
+}

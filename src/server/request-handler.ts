@@ -1,0 +1,75 @@
+import { randomUUID } from "node:crypto";
+import type { Logger } from "../platform/logger.js";
+import { writeJson, writeProblem } from "./http-responses.js";
+import type { RequestHandler } from "./http-server.js";
+import type { NodeRequest, NodeResponse } from "./rest/rest-handler.js";
+
+export interface RequestHandlerParts {
+  logger: Logger;
+  /** Connect, gRPC and gRPC-Web, for paths of the form `/package.Service/Method`. */
+  rpc: (request: NodeRequest, response: NodeResponse) => void;
+  rest: (request: NodeRequest, response: NodeResponse, url: URL) => Promise<void>;
+  /** Handlers of exact paths outside the contract's services: the token endpoint, discovery documents. */
+  endpoints: Record<string, (request: NodeRequest, response: NodeResponse) => Promise<void>>;
+  /** Throws when a dependency the service needs is unreachable. */
+  checkReadiness: () => Promise<void>;
+}
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+const RPC_PATH = /^\/[A-Za-z_][\w.]*\.[A-Za-z_]\w*\/[A-Za-z_]\w*$/;
+
+/** Gives every request an id, answers the health probes, and sends each request to RPC or REST. */
+export function createRequestHandler(parts: RequestHandlerParts): RequestHandler {
+  const { logger } = parts;
+  return (request, response) => {
+    const started = process.hrtime.bigint();
+    const offered = request.headers["x-request-id"];
+    const requestId = typeof offered === "string" && REQUEST_ID.test(offered) ? offered : randomUUID();
+    request.headers["x-request-id"] = requestId;
+    response.setHeader("X-Request-Id", requestId);
+    const url = new URL(request.url ?? "/", "http://service.invalid");
+    response.once("close", () => {
+      logger.info(
+        {
+          requestId,
+          method: request.method,
+          path: url.pathname,
+          status: response.statusCode,
+          httpVersion: request.httpVersion,
+          durationMs: Number(process.hrtime.bigint() - started) / 1e6,
+        },
+        "request",
+      );
+    });
+
+    if (url.pathname === "/healthz" && request.method === "GET") {
+      writeJson(response, 200, { status: "ok" });
+      return;
+    }
+    if (url.pathname === "/readyz" && request.method === "GET") {
+      parts.checkReadiness().then(
+        () => writeJson(response, 200, { status: "ready" }),
+        (error: Error) =>
+          writeProblem(response, { status: 503, slug: "not-ready", detail: error.message, instance: url.pathname }),
+      );
+      return;
+    }
+    const endpoint = Object.hasOwn(parts.endpoints, url.pathname) ? parts.endpoints[url.pathname] : undefined;
+    if (endpoint) {
+      endpoint(request, response).catch((error: unknown) => fail(error));
+      return;
+    }
+    if (RPC_PATH.test(url.pathname)) {
+      parts.rpc(request, response);
+      return;
+    }
+    parts.rest(request, response, url).catch((error: unknown) => fail(error));
+
+    function fail(error: unknown): void {
+      logger.error({ err: error, requestId, path: url.pathname }, "request handler failed");
+      if (!response.headersSent) {
+        writeProblem(response, { status: 500, slug: "internal", detail: "internal error", instance: url.pathname });
+      } else response.destroy();
+    }
+  };
+}

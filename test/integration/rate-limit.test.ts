@@ -1,0 +1,163 @@
+import { randomInt } from "node:crypto";
+import http from "node:http";
+import anyTest, { type ExecutionContext, type TestFn } from "ava";
+import { createClient as createRedisClient } from "redis";
+import { requestToken } from "../support/auth.js";
+import { createClient } from "../support/oauth-clients.js";
+import { createTestDatabase, startTestServer, TEST_REDIS_URL, type TestServer } from "../support/test-server.js";
+
+const test = anyTest as TestFn<{ first: TestServer; second: TestServer; dropDatabase(): Promise<void> }>;
+
+const PER_CLIENT = 5;
+
+test.before(async (t) => {
+  const database = await createTestDatabase();
+  t.context.dropDatabase = database.drop;
+  const env = { TOKEN_RATE_LIMIT_PER_CLIENT: String(PER_CLIENT) };
+  t.context.first = await startTestServer({ databaseUrl: database.url, env });
+  t.context.second = await startTestServer({ databaseUrl: database.url, env });
+});
+
+test.after.always(async (t) => {
+  await t.context.first?.close();
+  await t.context.second?.close();
+  await t.context.dropDatabase?.();
+});
+
+function assertRateLimited(t: ExecutionContext, response: { status: number; headers: Headers; body: any }) {
+  t.is(response.status, 429, JSON.stringify(response.body));
+  t.is(response.headers.get("content-type"), "application/problem+json");
+  t.like(response.body, { status: 429 });
+  t.is(typeof response.body.type, "string");
+  t.is(typeof response.body.detail, "string");
+  const retryAfter = response.headers.get("retry-after") ?? "";
+  t.regex(retryAfter, /^\d+$/, "Retry-After is in whole seconds");
+  t.true(Number(retryAfter) >= 1 && Number(retryAfter) <= 60, `Retry-After: ${retryAfter}`);
+}
+
+test("wrong secrets for one client are limited across instances, then even the right secret is refused", async (t) => {
+  const { first, second } = t.context;
+  const client = await createClient(first.baseUrl, ["catalog:read"]);
+  const servers = [first, second];
+  for (let attempt = 0; attempt < PER_CLIENT; attempt++) {
+    const server = servers[attempt % 2];
+    const { status } = await requestToken(server.baseUrl, client.clientId, `wrong-${attempt}`);
+    t.is(status, 401, `attempt ${attempt + 1} on instance ${(attempt % 2) + 1}`);
+  }
+  assertRateLimited(t, await requestToken(second.baseUrl, client.clientId, "wrong-again"));
+  assertRateLimited(t, await requestToken(first.baseUrl, client.clientId, "wrong-again"));
+  assertRateLimited(t, await requestToken(first.baseUrl, client.clientId, client.clientSecret));
+  assertRateLimited(t, await requestToken(second.baseUrl, client.clientId, client.clientSecret));
+});
+
+test("successful requests never count toward a client's limit", async (t) => {
+  const { first, second } = t.context;
+  const client = await createClient(first.baseUrl, ["catalog:read"]);
+  for (let attempt = 0; attempt < PER_CLIENT + 3; attempt++) {
+    const server = attempt % 2 === 0 ? first : second;
+    t.is((await requestToken(server.baseUrl, client.clientId, client.clientSecret)).status, 200);
+  }
+});
+
+test("wrong secrets from one address do not lock the client out of another address", async (t) => {
+  const { first } = t.context;
+  const client = await createClient(first.baseUrl, ["catalog:read"]);
+  for (let attempt = 0; attempt < PER_CLIENT; attempt++) {
+    await requestToken(first.baseUrl, client.clientId, "wrong");
+  }
+  assertRateLimited(t, await requestToken(first.baseUrl, client.clientId, client.clientSecret));
+  const elsewhere = await tokenRequestFrom(first, randomLoopbackAddress(), client);
+  t.is(elsewhere.status, 200, JSON.stringify(elsewhere.body));
+});
+
+test("a limited client id leaves other clients unaffected", async (t) => {
+  const { first, second } = t.context;
+  const [limited, other] = await Promise.all([
+    createClient(first.baseUrl, ["catalog:read"]),
+    createClient(first.baseUrl, ["catalog:read"]),
+  ]);
+  for (let attempt = 0; attempt <= PER_CLIENT; attempt++) {
+    await requestToken((attempt % 2 === 0 ? first : second).baseUrl, limited.clientId, "wrong");
+  }
+  assertRateLimited(t, await requestToken(first.baseUrl, limited.clientId, limited.clientSecret));
+  t.is((await requestToken(first.baseUrl, other.clientId, other.clientSecret)).status, 200);
+  t.is((await requestToken(second.baseUrl, other.clientId, other.clientSecret)).status, 200);
+});
+
+test("once the window ends the right secret gets a token again", async (t) => {
+  const { first, second } = t.context;
+  const client = await createClient(first.baseUrl, ["catalog:read"]);
+  for (let attempt = 0; attempt <= PER_CLIENT; attempt++) {
+    await requestToken((attempt % 2 === 0 ? first : second).baseUrl, client.clientId, "wrong");
+  }
+  assertRateLimited(t, await requestToken(second.baseUrl, client.clientId, client.clientSecret));
+  // Redis keeps the window on its own clock; ending it stands in for waiting out the 60 s.
+  const redis = createRedisClient({ url: TEST_REDIS_URL });
+  await redis.connect();
+  t.teardown(() => redis.close());
+  const windowKey = `provision:{rate:token:failures:${client.clientId}:127.0.0.1}`;
+  t.true((await redis.pTTL(windowKey)) > 0, "the window is the Redis key the coordinator counts in");
+  await redis.del(windowKey);
+  t.is((await requestToken(second.baseUrl, client.clientId, client.clientSecret)).status, 200);
+});
+
+/** A loopback address of this test's own: every test file shares one Redis, and with it 127.0.0.1's counters. */
+function randomLoopbackAddress(): string {
+  return `127.${randomInt(1, 255)}.${randomInt(0, 256)}.${randomInt(1, 255)}`;
+}
+
+/** POSTs a token request from `localAddress` (any address of 127.0.0.0/8 reaches the loopback listener). */
+function tokenRequestFrom(
+  server: TestServer,
+  localAddress: string,
+  client: { clientId: string; clientSecret: string } = server.admin,
+): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: any }> {
+  const form = new URLSearchParams({
+    grant_type: "client_credentials",
+    client_id: client.clientId,
+    client_secret: client.clientSecret,
+  }).toString();
+  return new Promise((resolve, reject) => {
+    const request = http.request(
+      {
+        host: "127.0.0.1",
+        port: server.port,
+        path: "/auth/connect/token",
+        method: "POST",
+        localAddress,
+        agent: false,
+        headers: { "content-type": "application/x-www-form-urlencoded", "content-length": Buffer.byteLength(form) },
+      },
+      (response) => {
+        const chunks: Buffer[] = [];
+        response.on("data", (chunk: Buffer) => chunks.push(chunk));
+        response.on("end", () =>
+          resolve({
+            status: response.statusCode ?? 0,
+            headers: response.headers,
+            body: JSON.parse(Buffer.concat(chunks).toString()),
+          }),
+        );
+        response.on("error", reject);
+      },
+    );
+    request.on("error", reject);
+    request.end(form);
+  });
+}
+
+test("with TOKEN_RATE_LIMIT_PER_ADDRESS at 3 the fourth request from one address is refused, another address is not", async (t) => {
+  const server = await startTestServer({ env: { TOKEN_RATE_LIMIT_PER_ADDRESS: "3" } });
+  t.teardown(() => server.close());
+  // Every test file shares one Redis, so a loopback address of this test's own stands in for 127.0.0.1.
+  const subnet = `127.${randomInt(1, 255)}.${randomInt(0, 256)}`;
+  const [address, other] = [`${subnet}.1`, `${subnet}.2`];
+  for (let attempt = 1; attempt <= 3; attempt++) {
+    t.is((await tokenRequestFrom(server, address)).status, 200, `request ${attempt}`);
+  }
+  const refused = await tokenRequestFrom(server, address);
+  t.is(refused.status, 429);
+  t.is(refused.headers["content-type"], "application/problem+json");
+  t.regex(String(refused.headers["retry-after"]), /^[1-9]\d*$/);
+  t.is((await tokenRequestFrom(server, other)).status, 200);
+});

@@ -1,0 +1,25 @@
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
+
+const run = promisify(execFile);
+
+/** Runs `npm run cli -- …` the way an operator does (node with the tsx loader), against `databaseUrl`. */
+export async function cli(databaseUrl: string, ...args: string[]): Promise<any> {
+  const { stdout } = await run(process.execPath, ["--import", "tsx", "src/cli/main.ts", ...args], {
+    env: { ...process.env, DATABASE_URL: databaseUrl },
+  });
+  return JSON.parse(stdout);
+}
+
+/** The exit code and standard error of a CLI call that is meant to fail. */
+export async function cliFailure(databaseUrl: string, ...args: string[]): Promise<{ code: number; stderr: string }> {
+  try {
+    await run(process.execPath, ["--import", "tsx", "src/cli/main.ts", ...args], {
+      env: { ...process.env, DATABASE_URL: databaseUrl },
+    });
+  } catch (error) {
+    const failure = error as { code: number; stderr: string };
+    return { code: failure.code, stderr: failure.stderr };
+  }
+  throw new Error(`cli ${args.join(" ")} succeeded`);
+}

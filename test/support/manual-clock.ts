@@ -1,0 +1,21 @@
+import type { Clock } from "../../src/platform/clock.js";
+
+/** A clock that reads `start` until a test moves it. */
+export interface ManualClock extends Clock {
+  advance(ms: number): void;
+  /** Milliseconds since `start`. */
+  readonly elapsedMs: number;
+}
+
+export function manualClock(start = Date.parse("2026-03-01T12:00:00Z")): ManualClock {
+  let now = start;
+  return {
+    now: () => new Date(now),
+    advance(ms: number) {
+      now += ms;
+    },
+    get elapsedMs() {
+      return now - start;
+    },
+  };
+}

@@ -1,0 +1,38 @@
+import net from "node:net";
+
+export interface TcpProxy {
+  port: number;
+  /** Stops accepting and cuts every proxied connection, as if the upstream went away. */
+  close(): Promise<void>;
+}
+
+/** A TCP proxy on an ephemeral port of 127.0.0.1 that pipes each connection to `target`. */
+export async function startTcpProxy(target: { host: string; port: number }): Promise<TcpProxy> {
+  const sockets = new Set<net.Socket>();
+  const track = (socket: net.Socket) => {
+    sockets.add(socket);
+    socket.once("close", () => sockets.delete(socket));
+    socket.on("error", () => socket.destroy());
+  };
+  const server = net.createServer((client) => {
+    const upstream = net.connect(target.port, target.host);
+    track(client);
+    track(upstream);
+    client.once("close", () => upstream.destroy());
+    upstream.once("close", () => client.destroy());
+    client.pipe(upstream);
+    upstream.pipe(client);
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => resolve());
+  });
+  return {
+    port: (server.address() as net.AddressInfo).port,
+    async close() {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      for (const socket of sockets) socket.destroy();
+      await closed;
+    },
+  };
+}

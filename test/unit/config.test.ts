@@ -1,0 +1,196 @@
+import path from "node:path";
+import test from "ava";
+import { ConfigError, loadConfig } from "../../src/platform/config.js";
+
+test("an empty environment gives the documented defaults", (t) => {
+  const config = loadConfig({});
+  t.deepEqual(config, {
+    host: "0.0.0.0",
+    port: 8080,
+    database: { kind: "sqlite", file: path.resolve("data", "provision.sqlite") },
+    coordinator: { kind: "memory" },
+    tls: undefined,
+    bodyLimitBytes: 1024 * 1024,
+    logLevel: "info",
+    shutdownGraceMs: 8000,
+    auth: {
+      issuer: "http://localhost:8080",
+      accessTokenTtlSeconds: 600,
+      keyEncryptionKey: undefined,
+      bootstrapClient: undefined,
+      tokenRateLimitPerClient: 20,
+      tokenRateLimitPerAddress: 120,
+    },
+  });
+  t.true(config.database.kind === "sqlite" && path.isAbsolute(config.database.file));
+});
+
+test("blank values count as unset", (t) => {
+  const config = loadConfig({ PORT: "  ", DATABASE_URL: "", REDIS_URL: " ", LOG_LEVEL: "" });
+  t.is(config.port, 8080);
+  t.is(config.database.kind, "sqlite");
+  t.deepEqual(config.coordinator, { kind: "memory" });
+  t.is(config.logLevel, "info");
+});
+
+test("PROVISION_DATA_DIR moves the default SQLite file", (t) => {
+  const config = loadConfig({ PROVISION_DATA_DIR: "var/state" });
+  t.deepEqual(config.database, { kind: "sqlite", file: path.resolve("var/state/provision.sqlite") });
+});
+
+test("a mysql:// or mariadb:// DATABASE_URL selects MySQL and is kept as given", (t) => {
+  const url = "mysql://app:p%40ss@db.internal:3306/provision?ssl=true";
+  t.deepEqual(loadConfig({ DATABASE_URL: url }).database, { kind: "mysql", url });
+  t.deepEqual(loadConfig({ DATABASE_URL: "mariadb://db/provision" }).database, {
+    kind: "mysql",
+    url: "mariadb://db/provision",
+  });
+});
+
+test("a sqlite: DATABASE_URL names a file, resolved to an absolute path", (t) => {
+  t.deepEqual(loadConfig({ DATABASE_URL: "sqlite:/var/lib/provision/p.sqlite" }).database, {
+    kind: "sqlite",
+    file: "/var/lib/provision/p.sqlite",
+  });
+  t.deepEqual(loadConfig({ DATABASE_URL: "sqlite:///var/lib/provision/p.sqlite" }).database, {
+    kind: "sqlite",
+    file: "/var/lib/provision/p.sqlite",
+  });
+  t.deepEqual(loadConfig({ DATABASE_URL: "sqlite:relative/p.sqlite" }).database, {
+    kind: "sqlite",
+    file: path.resolve("relative/p.sqlite"),
+  });
+});
+
+test("REDIS_URL selects the Redis coordinator", (t) => {
+  t.deepEqual(loadConfig({ REDIS_URL: "redis://127.0.0.1:6379" }).coordinator, {
+    kind: "redis",
+    url: "redis://127.0.0.1:6379",
+  });
+  t.deepEqual(loadConfig({ REDIS_URL: "rediss://user:pw@cache:6380/2" }).coordinator, {
+    kind: "redis",
+    url: "rediss://user:pw@cache:6380/2",
+  });
+});
+
+test("the other variables are read as given", (t) => {
+  const config = loadConfig({
+    HOST: "127.0.0.1",
+    PORT: "0",
+    TLS_CERT_FILE: "/etc/provision/cert.pem",
+    TLS_KEY_FILE: "/etc/provision/key.pem",
+    BODY_LIMIT_BYTES: "1024",
+    LOG_LEVEL: "debug",
+    SHUTDOWN_GRACE_MS: "0",
+  });
+  t.like(config, {
+    host: "127.0.0.1",
+    port: 0,
+    tls: { certFile: "/etc/provision/cert.pem", keyFile: "/etc/provision/key.pem" },
+    bodyLimitBytes: 1024,
+    logLevel: "debug",
+    shutdownGraceMs: 0,
+  });
+});
+
+test("the auth variables are read as given", (t) => {
+  const key = Buffer.alloc(32, 7);
+  const secret = "s".repeat(32);
+  const config = loadConfig({
+    PORT: "9000",
+    PUBLIC_BASE_URL: "https://licensing.example.com/",
+    ACCESS_TOKEN_TTL_SECONDS: "300",
+    PROVISION_KEY_ENCRYPTION_KEY: key.toString("base64"),
+    PROVISION_BOOTSTRAP_CLIENT_ID: "ops-admin",
+    PROVISION_BOOTSTRAP_CLIENT_SECRET: secret,
+    TOKEN_RATE_LIMIT_PER_CLIENT: "5",
+    TOKEN_RATE_LIMIT_PER_ADDRESS: "50",
+  });
+  t.deepEqual(config.auth, {
+    issuer: "https://licensing.example.com",
+    accessTokenTtlSeconds: 300,
+    keyEncryptionKey: key,
+    bootstrapClient: { clientId: "ops-admin", clientSecret: secret },
+    tokenRateLimitPerClient: 5,
+    tokenRateLimitPerAddress: 50,
+  });
+});
+
+test("without PUBLIC_BASE_URL the issuer follows PORT", (t) => {
+  t.is(loadConfig({ PORT: "9000" }).auth.issuer, "http://localhost:9000");
+});
+
+const BOOTSTRAP_SECRET = "b".repeat(32);
+
+const INVALID: [env: Record<string, string>, variable: string][] = [
+  [{ PORT: "abc" }, "PORT"],
+  [{ PORT: "70000" }, "PORT"],
+  [{ PORT: "-1" }, "PORT"],
+  [{ PORT: "80.5" }, "PORT"],
+  [{ DATABASE_URL: "postgres://x/y" }, "DATABASE_URL"],
+  [{ DATABASE_URL: "mysql://host" }, "DATABASE_URL"],
+  [{ DATABASE_URL: "mysql://host/" }, "DATABASE_URL"],
+  [{ DATABASE_URL: "not a url" }, "DATABASE_URL"],
+  [{ DATABASE_URL: "sqlite:" }, "DATABASE_URL"],
+  [{ REDIS_URL: "http://x" }, "REDIS_URL"],
+  [{ REDIS_URL: "redis://" }, "REDIS_URL"],
+  [{ LOG_LEVEL: "loud" }, "LOG_LEVEL"],
+  [{ TLS_CERT_FILE: "/etc/provision/cert.pem" }, "TLS_KEY_FILE"],
+  [{ TLS_KEY_FILE: "/etc/provision/key.pem" }, "TLS_CERT_FILE"],
+  [{ BODY_LIMIT_BYTES: "1" }, "BODY_LIMIT_BYTES"],
+  [{ BODY_LIMIT_BYTES: "1MB" }, "BODY_LIMIT_BYTES"],
+  [{ SHUTDOWN_GRACE_MS: "600000" }, "SHUTDOWN_GRACE_MS"],
+  [{ PUBLIC_BASE_URL: "licensing.example.com" }, "PUBLIC_BASE_URL"],
+  [{ PUBLIC_BASE_URL: "ftp://licensing.example.com" }, "PUBLIC_BASE_URL"],
+  [{ PUBLIC_BASE_URL: "https://" }, "PUBLIC_BASE_URL"],
+  [{ ACCESS_TOKEN_TTL_SECONDS: "10" }, "ACCESS_TOKEN_TTL_SECONDS"],
+  [{ ACCESS_TOKEN_TTL_SECONDS: "100000" }, "ACCESS_TOKEN_TTL_SECONDS"],
+  [{ ACCESS_TOKEN_TTL_SECONDS: "10m" }, "ACCESS_TOKEN_TTL_SECONDS"],
+  [{ PROVISION_KEY_ENCRYPTION_KEY: Buffer.alloc(16, 1).toString("base64") }, "PROVISION_KEY_ENCRYPTION_KEY"],
+  [{ PROVISION_KEY_ENCRYPTION_KEY: Buffer.alloc(33, 1).toString("base64") }, "PROVISION_KEY_ENCRYPTION_KEY"],
+  [{ PROVISION_KEY_ENCRYPTION_KEY: "not-base64-at-all" }, "PROVISION_KEY_ENCRYPTION_KEY"],
+  [{ PROVISION_BOOTSTRAP_CLIENT_ID: "ops-admin" }, "PROVISION_BOOTSTRAP_CLIENT_SECRET"],
+  [{ PROVISION_BOOTSTRAP_CLIENT_SECRET: BOOTSTRAP_SECRET }, "PROVISION_BOOTSTRAP_CLIENT_ID"],
+  [
+    { PROVISION_BOOTSTRAP_CLIENT_ID: "ops-admin", PROVISION_BOOTSTRAP_CLIENT_SECRET: "b".repeat(31) },
+    "PROVISION_BOOTSTRAP_CLIENT_SECRET",
+  ],
+  [
+    { PROVISION_BOOTSTRAP_CLIENT_ID: "ops admin", PROVISION_BOOTSTRAP_CLIENT_SECRET: BOOTSTRAP_SECRET },
+    "PROVISION_BOOTSTRAP_CLIENT_ID",
+  ],
+  [{ TOKEN_RATE_LIMIT_PER_CLIENT: "0" }, "TOKEN_RATE_LIMIT_PER_CLIENT"],
+  [{ TOKEN_RATE_LIMIT_PER_ADDRESS: "many" }, "TOKEN_RATE_LIMIT_PER_ADDRESS"],
+];
+
+for (const [env, variable] of INVALID) {
+  test(`${Object.entries(env)
+    .map(([name, value]) => `${name}=${value}`)
+    .join(" ")} is refused with a ConfigError naming ${variable}`, (t) => {
+    const error = t.throws(() => loadConfig(env), { instanceOf: ConfigError });
+    t.regex(error?.message ?? "", new RegExp(`\\b${variable}\\b`));
+    t.false(error?.message.includes("\n"), "main prints it as one line");
+  });
+}
+
+test("errors about the bootstrap client never repeat its secret", (t) => {
+  const secret = "short-s3cr3t";
+  for (const env of [
+    { PROVISION_BOOTSTRAP_CLIENT_ID: "ops-admin", PROVISION_BOOTSTRAP_CLIENT_SECRET: secret },
+    { PROVISION_BOOTSTRAP_CLIENT_SECRET: secret },
+  ]) {
+    const error = t.throws(() => loadConfig(env), { instanceOf: ConfigError });
+    t.false(error?.message.includes(secret), error?.message);
+  }
+});
+
+test("errors about a URL never repeat the password in it", (t) => {
+  for (const env of [
+    { DATABASE_URL: "postgres://app:s3cr3t-pw@db/provision" },
+    { DATABASE_URL: "mysql://app:s3cr3t-pw@db" },
+    { REDIS_URL: "http://app:s3cr3t-pw@cache" },
+  ]) {
+    const error = t.throws(() => loadConfig(env), { instanceOf: ConfigError });
+    t.false(error?.message.includes("s3cr3t-pw"), error?.message);
+  }
+});
