@@ -29,15 +29,22 @@ test.after.always(async (t) => {
 });
 
 /** The service as a real process on an ephemeral port and its own SQLite file; killed after the file's tests. */
-async function startProcess(t: { context: { tmp: string; processes: ProvisionProcess[] } }, env = {}) {
+async function startProcess(
+  t: { context: { tmp: string; processes: ProvisionProcess[] } },
+  env = {},
+  options: { throughNpm?: boolean } = {},
+) {
   const file = path.join(fs.mkdtempSync(path.join(t.context.tmp, "db-")), "p.sqlite");
-  const child = spawnProvision({
-    PORT: "0",
-    HOST: "127.0.0.1",
-    DATABASE_URL: `sqlite:${file}`,
-    LOG_LEVEL: "info",
-    ...env,
-  });
+  const child = spawnProvision(
+    {
+      PORT: "0",
+      HOST: "127.0.0.1",
+      DATABASE_URL: `sqlite:${file}`,
+      LOG_LEVEL: "info",
+      ...env,
+    },
+    options,
+  );
   t.context.processes.push(child);
   const listening = await child.waitForLog((record) => record.msg === "provision is listening");
   return { child, port: listening.port as number };
@@ -256,6 +263,19 @@ test("SIGTERM with no request in flight exits 0 without waiting out the grace pe
   agent.destroy();
   t.deepEqual(exit, { code: 0, signal: null });
   t.true(child.stdout().includes("stopped"));
+});
+
+test("SIGTERM sent to `npm start` reaches the service, which drains and exits 0", async (t) => {
+  // Container runtimes signal npm itself; a shell between npm and node would die and orphan the service.
+  const { child, port } = await startProcess(t, {}, { throughNpm: true });
+  t.is((await fetch(`http://127.0.0.1:${port}/healthz`)).status, 200);
+
+  child.child.kill("SIGTERM");
+  await child.waitForLog((record) => record.msg === "draining");
+  const exit = await child.exitWithin(10_000);
+  t.truthy(exit, "npm exits");
+  t.true(child.stdout().includes("stopped"));
+  await t.throwsAsync(fetch(`http://127.0.0.1:${port}/healthz`), undefined, "nothing listens any more");
 });
 
 /** Starts the process with `env` and expects it to refuse to start with exactly one line on stderr. */

@@ -41,15 +41,19 @@ export interface ProvisionProcess {
   exited: Promise<Exit>;
   /** Waits up to `timeoutMs` for the exit; undefined if the process is still running then. */
   exitWithin(timeoutMs: number): Promise<Exit | undefined>;
-  /** Kills the whole process group if it is still running. */
+  /** Kills whatever is left of the process group, which outlives its leader when npm leaves an orphan. */
   kill(): void;
 }
 
-/** Runs the service as `npm start` does (`node --import tsx src/main.ts`), with only `env` as its configuration. */
-export function spawnProvision(env: Record<string, string>): ProvisionProcess {
+/**
+ * Runs the service with only `env` as its configuration: as `npm start` does (`node --import tsx src/main.ts`),
+ * or through `npm start` itself when `throughNpm` is set.
+ */
+export function spawnProvision(env: Record<string, string>, { throughNpm = false } = {}): ProvisionProcess {
   const base = { ...process.env };
   for (const name of CONFIG_VARIABLES) delete base[name];
-  const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
+  const [command, args] = throughNpm ? ["npm", ["start"]] : [process.execPath, ["--import", "tsx", "src/main.ts"]];
+  const child = spawn(command, args, {
     cwd: REPO_ROOT,
     env: { ...base, ...env },
     stdio: ["ignore", "pipe", "pipe"],
@@ -124,7 +128,7 @@ export function spawnProvision(env: Record<string, string>): ProvisionProcess {
       return result;
     },
     kill() {
-      if (exit || child.pid === undefined) return;
+      if (child.pid === undefined) return;
       try {
         process.kill(-child.pid, "SIGKILL");
       } catch {
