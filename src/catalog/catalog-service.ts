@@ -1,5 +1,4 @@
 import { create } from "@bufbuild/protobuf";
-import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
 import {
   AddFeatureResponseSchema,
@@ -24,7 +23,13 @@ import { pageInfo, resolvePage } from "../platform/paging.js";
 import { isUuid, requireUuid, Violations } from "../platform/validation.js";
 import { providerOf } from "../server/tenant.js";
 import { type CatalogRepository, type CatalogTransaction, uniqueRuleOf } from "./catalog-repository.js";
-import { checkFeature, checkMonitoredAsset, checkProductFields, checkStatus } from "./catalog-validation.js";
+import {
+  checkFeature,
+  checkMonitoredAsset,
+  checkProductFields,
+  checkPropertyValuesSize,
+  checkStatus,
+} from "./catalog-validation.js";
 import type { FeatureRow, MonitoredAssetRow, ProductRow } from "./entities.js";
 import {
   balanceUsageText,
@@ -33,6 +38,7 @@ import {
   parsePropertyValues,
   productInformationText,
   propertyValuesText,
+  storedDate,
   toFeature,
   toMonitoredAsset,
   toProduct,
@@ -129,10 +135,13 @@ export function createCatalogService(deps: CatalogDependencies): ServiceImpl<typ
             if (request.productInformation)
               changed.productInformation = productInformationText(request.productInformation);
             if (request.clearExpirationDate) changed.expirationDate = null;
-            else if (request.expirationDate) changed.expirationDate = timestampDate(request.expirationDate);
+            else if (request.expirationDate) changed.expirationDate = storedDate(request.expirationDate);
             const properties = { ...parsePropertyValues(row.propertyValues), ...request.propertyValues };
             for (const key of request.removePropertyValueKeys) delete properties[key];
             changed.propertyValues = propertyValuesText(properties);
+            const merged = new Violations();
+            checkPropertyValuesSize(merged, "propertyValues", changed.propertyValues);
+            merged.throwIfAny();
 
             const { features, assets } = await tx.children(productId);
             const featuresChanged = await upsertFeatures(tx, row.id, { features, assets }, request.features, {
@@ -155,11 +164,15 @@ export function createCatalogService(deps: CatalogDependencies): ServiceImpl<typ
       }
       validateImport(request.products);
       const providerId = providerOf(context);
-      let created = 0;
-      let updated = 0;
-      const products = await translateUniqueViolations(() =>
+      const {
+        stored: products,
+        created,
+        updated,
+      } = await importRetryingCreatedCodes(() =>
         repository.transaction(async (tx) => {
           const stored: Product[] = [];
+          let created = 0;
+          let updated = 0;
           for (const [index, incoming] of request.products.entries()) {
             const existing = await tx.lockProductByCode(providerId, incoming.productCode.trim());
             const row = existing
@@ -175,7 +188,8 @@ export function createCatalogService(deps: CatalogDependencies): ServiceImpl<typ
             const { assets } = await tx.children(row.id);
             for (const asset of incoming.monitoredAssets) {
               const match = assets.find(
-                (candidate) => candidate.id === asset.id.toLowerCase() || candidate.metricName === asset.metricName,
+                (candidate) =>
+                  candidate.id === asset.id.toLowerCase() || candidate.metricName === asset.metricName.trim(),
               );
               if (match) await tx.updateAsset(assetRow(asset, row.id, match));
               else
@@ -191,7 +205,7 @@ export function createCatalogService(deps: CatalogDependencies): ServiceImpl<typ
             const after = await tx.children(row.id);
             stored.push(toProduct(row, after.features, after.assets));
           }
-          return stored;
+          return { stored, created, updated };
         }),
       );
       return create(ImportProductsResponseSchema, { createdCount: created, updatedCount: updated, products });
@@ -206,22 +220,27 @@ export function createCatalogService(deps: CatalogDependencies): ServiceImpl<typ
         () =>
           repository.transaction(async (tx) => {
             const product = await unlockedProduct(tx, providerOf(context), productId);
-            const { assets } = await tx.children(productId);
+            const { features, assets } = await tx.children(productId);
             requireOwnAsset(assets, request.meteredAssetId);
             const now = clock.now();
+            const fields = featureFields(request);
+            const deletedWithCode = fields.featureCode
+              ? features.find((candidate) => candidate.isDeleted && candidate.featureCode === fields.featureCode)
+              : undefined;
             const row: FeatureRow = {
-              ...featureFields(request),
-              id: newId(),
+              ...fields,
+              id: deletedWithCode?.id ?? newId(),
               productId,
               isEnabled: request.isEnabled ?? true,
               version: "",
               featurePath: "",
               isDeleted: false,
-              revisionNumber: 1,
-              createdAt: now,
+              revisionNumber: deletedWithCode ? deletedWithCode.revisionNumber + 1 : 1,
+              createdAt: deletedWithCode?.createdAt ?? now,
               updatedAt: now,
             };
-            await tx.insertFeature(row);
+            if (deletedWithCode) await tx.updateFeature(row);
+            else await tx.insertFeature(row);
             await saveRevision(tx, product);
             return toFeature(row);
           }),
@@ -300,9 +319,10 @@ export function createCatalogService(deps: CatalogDependencies): ServiceImpl<typ
             const { assets } = await tx.children(productId);
             const current = asset.id
               ? assets.find((candidate) => candidate.id === asset.id.toLowerCase())
-              : assets.find((candidate) => candidate.metricName === asset.metricName);
+              : assets.find((candidate) => candidate.metricName === asset.metricName.trim());
             if (!current) throw notFound("monitored asset", asset.id || asset.metricName);
             const row = assetRow(asset, productId, current);
+            if (!differs({ ...row, updatedAt: current.updatedAt }, current)) return toMonitoredAsset(current);
             await tx.updateAsset(row);
             await saveRevision(tx, product);
             return toMonitoredAsset(row);
@@ -354,10 +374,18 @@ export function createCatalogService(deps: CatalogDependencies): ServiceImpl<typ
         throw invalidField(`${field}[${index}].id`, "is not a feature of this product");
       }
       const current = byId ?? (code ? existing.find((candidate) => candidate.featureCode === code) : undefined);
+      if (code && existing.some((candidate) => candidate.featureCode === code && candidate !== current)) {
+        throw conflict(
+          `${field}[${index}].featureCode ${JSON.stringify(code)} is the code of another feature of this product`,
+          "feature-code-taken",
+        );
+      }
       const now = clock.now();
       const fields = { ...featureFields(feature), featurePath: feature.featurePath, version: feature.version };
       if (current) {
-        const next: FeatureRow = { ...current, ...fields, isEnabled: feature.isEnabled, isDeleted: feature.isDeleted };
+        const next: FeatureRow = feature.isDeleted
+          ? { ...current, isDeleted: true }
+          : { ...current, ...fields, isEnabled: feature.isEnabled ?? current.isEnabled, isDeleted: false };
         if (!differs(next, current)) continue;
         next.revisionNumber = current.revisionNumber + 1;
         next.updatedAt = now;
@@ -367,7 +395,7 @@ export function createCatalogService(deps: CatalogDependencies): ServiceImpl<typ
           ...fields,
           id: await freeId(feature.id, (id) => tx.featureIdTaken(id)),
           productId,
-          isEnabled: feature.isEnabled,
+          isEnabled: feature.isEnabled ?? true,
           isDeleted: feature.isDeleted,
           revisionNumber: 1,
           createdAt: now,
@@ -426,7 +454,7 @@ export function createCatalogService(deps: CatalogDependencies): ServiceImpl<typ
       description: product.description || null,
       productCode: product.productCode.trim(),
       productVersion: product.productVersion.trim(),
-      expirationDate: product.expirationDate ? timestampDate(product.expirationDate) : null,
+      expirationDate: product.expirationDate ? storedDate(product.expirationDate) : null,
       externalId: product.externalId,
       productInformation: productInformationText(product.productInformation),
       propertyValues: propertyValuesText(product.propertyValues),
@@ -514,9 +542,17 @@ function validateImport(products: Product[]): void {
       checkFeature(violations, `${prefix}features[${featureIndex}].`, feature);
       violations.uuid(`${prefix}features[${featureIndex}].id`, feature.id);
     }
+    const metricNames = new Map<string, number>();
     for (const [assetIndex, asset] of product.monitoredAssets.entries()) {
-      checkMonitoredAsset(violations, `${prefix}monitoredAssets[${assetIndex}].`, asset);
+      const field = `${prefix}monitoredAssets[${assetIndex}]`;
+      checkMonitoredAsset(violations, `${field}.`, asset);
+      const metricName = asset.metricName.trim();
+      const firstAsset = metricNames.get(metricName);
+      if (firstAsset !== undefined) {
+        violations.add(`${field}.metricName`, `repeats ${prefix}monitoredAssets[${firstAsset}].metricName`);
+      } else metricNames.set(metricName, assetIndex);
     }
+    checkPropertyValuesSize(violations, `${prefix}propertyValues`, propertyValuesText(product.propertyValues));
   }
   violations.throwIfAny();
 }
@@ -527,6 +563,23 @@ function differs<T extends object>(next: T, current: T): boolean {
     const [a, b] = [next[key as keyof T], current[key as keyof T]];
     return a instanceof Date && b instanceof Date ? a.getTime() !== b.getTime() : a !== b;
   });
+}
+
+const IMPORT_ATTEMPTS = 3;
+
+/**
+ * Runs an import again when a concurrent writer created one of its product codes after the import looked it
+ * up: the next run finds the product and replaces it, as an import of an existing code does.
+ */
+async function importRetryingCreatedCodes<T>(work: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await translateUniqueViolations(work);
+    } catch (error) {
+      const codeTaken = error instanceof DomainError && error.slug === "product-code-taken";
+      if (!codeTaken || attempt >= IMPORT_ATTEMPTS) throw error;
+    }
+  }
 }
 
 /** Turns a broken unique rule into the 409 the caller can act on. */
@@ -548,12 +601,12 @@ async function translateUniqueViolations<T>(
         );
       case "feature-code":
         throw conflict(
-          `a feature with featureCode ${JSON.stringify(subject.featureCode ?? "")} already exists on this product`,
+          `a feature with ${subject.featureCode ? `featureCode ${JSON.stringify(subject.featureCode.trim())}` : "that featureCode"} already exists on this product`,
           "feature-code-taken",
         );
       case "asset-metric":
         throw conflict(
-          `a monitored asset with metricName ${JSON.stringify(subject.metricName ?? "")} already exists on this product`,
+          `a monitored asset with ${subject.metricName ? `metricName ${JSON.stringify(subject.metricName.trim())}` : "that metricName"} already exists on this product`,
           "metric-name-taken",
         );
       default:

@@ -1,3 +1,4 @@
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import {
   AccumulationMethodSchema,
   CreditBalanceStatusSchema,
@@ -19,18 +20,40 @@ export const LIMITS = {
   metricName: 128,
   shortText: 64,
   category: 128,
+  /** Characters of a product's propertyValues as stored JSON, after a PUT merged them. */
+  propertyValues: 65_536,
 } as const;
+
+/** The instants a date column holds on every database: years 1000 to 9999. */
+const EARLIEST_DATE_SECONDS = BigInt(Date.UTC(1000, 0, 1) / 1000);
+const LATEST_DATE_SECONDS = BigInt(Date.UTC(10000, 0, 1) / 1000) - 1n;
 
 export function checkProductFields(
   violations: Violations,
   prefix: string,
-  fields: { productCode?: string; productVersion?: string; name?: string; externalId?: string },
+  fields: {
+    productCode?: string;
+    productVersion?: string;
+    name?: string;
+    externalId?: string;
+    expirationDate?: Timestamp;
+  },
 ): void {
   violations
     .maxLength(`${prefix}productCode`, fields.productCode, LIMITS.code)
     .maxLength(`${prefix}productVersion`, fields.productVersion, LIMITS.version)
     .maxLength(`${prefix}name`, fields.name, LIMITS.name)
     .maxLength(`${prefix}externalId`, fields.externalId, LIMITS.externalId);
+  const seconds = fields.expirationDate?.seconds;
+  if (seconds !== undefined && (seconds < EARLIEST_DATE_SECONDS || seconds > LATEST_DATE_SECONDS)) {
+    violations.add(`${prefix}expirationDate`, "must be between the years 1000 and 9999");
+  }
+}
+
+export function checkPropertyValuesSize(violations: Violations, field: string, stored: string | null): void {
+  if (stored && stored.length > LIMITS.propertyValues) {
+    violations.add(field, `must come to at most ${LIMITS.propertyValues} characters of JSON (${stored.length} now)`);
+  }
 }
 
 export function checkStatus(violations: Violations, field: string, status: number): void {
@@ -77,6 +100,8 @@ export function checkMonitoredAsset(violations: Violations, prefix: string, asse
     .maxLength(`${prefix}numberFormat`, asset.numberFormat, LIMITS.shortText)
     .uuid(`${prefix}id`, asset.id)
     .uuid(`${prefix}entitlementId`, asset.entitlementId)
+    .uuid(`${prefix}meteredUsageId`, asset.meteredUsageId)
+    .uuid(`${prefix}balanceUsageId`, asset.balanceUsageId)
     .enumValue(`${prefix}metricType`, asset.metricType, MetricTypeSchema);
   const metered = asset.meteredUsage;
   if (metered) {

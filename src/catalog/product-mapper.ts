@@ -1,5 +1,5 @@
 import { create, fromJsonString, type JsonValue, toJsonString } from "@bufbuild/protobuf";
-import { type Duration, DurationSchema, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { type Duration, DurationSchema, type Timestamp, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import {
   type BalanceUsage,
   BalanceUsageSchema,
@@ -93,6 +93,11 @@ export function toMonitoredAsset(row: MonitoredAssetRow): MonitoredAsset {
       ? fromJsonString(DurationSchema, JSON.stringify(row.allowedBackDatingTolerance))
       : undefined,
   });
+}
+
+/** The instant a date column stores for `timestamp`: truncated to the millisecond, as filters compare it. */
+export function storedDate(timestamp: Timestamp): Date {
+  return new Date(Number(timestamp.seconds) * 1000 + Math.floor(timestamp.nanos / 1_000_000));
 }
 
 export function productInformationText(info: ProductInformation | undefined): string | null {

@@ -2,6 +2,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { DataSource, type EntityManager, type EntitySchema, type MigrationInterface, QueryFailedError } from "typeorm";
 import type { DatabaseConfig } from "./config.js";
+import { DomainError } from "./errors.js";
 
 export type Dialect = "mysql" | "sqlite";
 
@@ -33,13 +34,22 @@ export function createDataSource(
     entities,
     migrations,
     migrationsTableName: "schema_migrations",
-    prepareDatabase: (db: { pragma(statement: string): unknown }) => {
+    prepareDatabase: (db: SqliteConnection) => {
       db.pragma("journal_mode = WAL");
       db.pragma("busy_timeout = 5000");
       db.pragma("foreign_keys = ON");
+      // SQLite's own LOWER folds only ASCII; case-insensitive filters must fold "É" as MySQL does.
+      db.function("lower", { deterministic: true }, (value: unknown) =>
+        typeof value === "string" ? value.toLowerCase() : value,
+      );
     },
     logging: false,
   });
+}
+
+interface SqliteConnection {
+  pragma(statement: string): unknown;
+  function(name: string, options: { deterministic: boolean }, implementation: (value: unknown) => unknown): unknown;
 }
 
 export function dialectOf(dataSource: DataSource): Dialect {
@@ -109,22 +119,33 @@ export function writeSerially<T>(dataSource: DataSource, work: () => Promise<T>)
   return run;
 }
 
-const DEADLOCK_ATTEMPTS = 3;
+const DEADLOCK_ATTEMPTS = 5;
 
 /**
- * One transaction: its writes all land or none do. On MySQL a transaction chosen as a deadlock victim (or
- * timed out waiting for a lock) is run again, up to three times in all.
+ * One transaction: its writes all land or none do. On MySQL it runs at READ COMMITTED, so a lookup of a row
+ * that does not exist takes no gap lock for concurrent inserts to deadlock on; a transaction chosen as a
+ * deadlock victim (or timed out waiting for a lock) is run again, five times in all, and then answers 503.
  */
 export async function inTransaction<T>(
   dataSource: DataSource,
   work: (manager: EntityManager) => Promise<T>,
 ): Promise<T> {
+  const run =
+    dialectOf(dataSource) === "mysql"
+      ? () => dataSource.transaction("READ COMMITTED", work)
+      : () => writeSerially(dataSource, () => dataSource.transaction(work));
   for (let attempt = 1; ; attempt++) {
     try {
-      return await writeSerially(dataSource, () => dataSource.transaction(work));
+      return await run();
     } catch (error) {
-      if (attempt >= DEADLOCK_ATTEMPTS || !isLockConflict(error)) throw error;
-      await new Promise((resolve) => setTimeout(resolve, 10 * attempt + Math.random() * 20));
+      if (!isLockConflict(error)) throw error;
+      if (attempt >= DEADLOCK_ATTEMPTS) {
+        throw new DomainError("unavailable", "the database is busy with conflicting writes; try again", {
+          slug: "database-busy",
+          headers: { "retry-after": "1" },
+        });
+      }
+      await new Promise((resolve) => setTimeout(resolve, 10 * attempt + Math.random() * 20 * attempt));
     }
   }
 }

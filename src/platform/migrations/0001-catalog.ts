@@ -5,7 +5,7 @@ export class CatalogSchema1763740800000 implements MigrationInterface {
   name = "CatalogSchema1763740800000";
 
   async up(queryRunner: QueryRunner): Promise<void> {
-    const c = columnsFor(queryRunner);
+    const c = await columnsFor(queryRunner);
     await queryRunner.createTable(
       new Table({
         name: "products",

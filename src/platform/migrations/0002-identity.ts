@@ -8,7 +8,7 @@ export class IdentitySchema1763827200000 implements MigrationInterface {
   name = "IdentitySchema1763827200000";
 
   async up(queryRunner: QueryRunner): Promise<void> {
-    const c = columnsFor(queryRunner);
+    const c = await columnsFor(queryRunner);
     await queryRunner.createTable(
       new Table({ name: "providers", columns: [c.id(), c.string("name", 255), c.datetime("created_at")] }),
     );

@@ -1,9 +1,23 @@
 import type { QueryRunner } from "typeorm";
 import type { TableColumnOptions } from "typeorm/schema-builder/options/TableColumnOptions.js";
 
-/** Column builders for migrations that run unchanged on MySQL/MariaDB and SQLite. */
-export function columnsFor(queryRunner: QueryRunner) {
+/** Exact collations, best first: code-point order, no case or accent folding, trailing spaces significant. */
+const EXACT_COLLATIONS = ["utf8mb4_nopad_bin", "utf8mb4_0900_bin", "utf8mb4_bin"];
+
+/**
+ * Column builders for migrations that run unchanged on MySQL/MariaDB and SQLite. On MySQL every text column
+ * is utf8mb4 with an exact collation whatever the database's defaults, so text compares and sorts as on SQLite.
+ */
+export async function columnsFor(queryRunner: QueryRunner) {
   const mysql = queryRunner.connection.options.type === "mysql";
+  const exact = mysql ? { charset: "utf8mb4", collation: await exactCollation(queryRunner) } : {};
+  const varchar = (name: string, length: number, nullable: boolean): TableColumnOptions => ({
+    name,
+    type: "varchar",
+    length: String(length),
+    isNullable: nullable,
+    ...exact,
+  });
   return {
     id: (name = "id"): TableColumnOptions => ({ name, type: "varchar", length: "36", isPrimary: name === "id" }),
     uuid: (name: string, nullable = false): TableColumnOptions => ({
@@ -12,21 +26,15 @@ export function columnsFor(queryRunner: QueryRunner) {
       length: "36",
       isNullable: nullable,
     }),
-    /** Identifiers compared byte for byte (case-sensitive) on every database. */
-    code: (name: string, length: number, nullable = false): TableColumnOptions => ({
+    /** Identifiers: compared byte for byte (case-sensitive). */
+    code: (name: string, length: number, nullable = false) => varchar(name, length, nullable),
+    string: (name: string, length: number, nullable = false) => varchar(name, length, nullable),
+    text: (name: string): TableColumnOptions => ({
       name,
-      type: "varchar",
-      length: String(length),
-      isNullable: nullable,
-      ...(mysql ? { charset: "utf8mb4", collation: "utf8mb4_bin" } : {}),
+      type: mysql ? "mediumtext" : "text",
+      isNullable: true,
+      ...exact,
     }),
-    string: (name: string, length: number, nullable = false): TableColumnOptions => ({
-      name,
-      type: "varchar",
-      length: String(length),
-      isNullable: nullable,
-    }),
-    text: (name: string): TableColumnOptions => ({ name, type: mysql ? "mediumtext" : "text", isNullable: true }),
     int: (name: string): TableColumnOptions => ({ name, type: "int", isNullable: false }),
     boolean: (name: string): TableColumnOptions => ({ name, type: "boolean", isNullable: false }),
     datetime: (name: string, nullable = false): TableColumnOptions => ({
@@ -36,4 +44,10 @@ export function columnsFor(queryRunner: QueryRunner) {
       isNullable: nullable,
     }),
   };
+}
+
+async function exactCollation(queryRunner: QueryRunner): Promise<string> {
+  const rows = (await queryRunner.query("SHOW COLLATION WHERE Charset = 'utf8mb4'")) as { Collation: string }[];
+  const available = new Set(rows.map((row) => row.Collation));
+  return EXACT_COLLATIONS.find((collation) => available.has(collation)) ?? "utf8mb4_bin";
 }
