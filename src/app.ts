@@ -22,8 +22,8 @@ import { migrations } from "./platform/migrations/index.js";
 import { RedisCoordinator } from "./platform/redis-coordinator.js";
 import { errorInterceptor } from "./server/error-interceptor.js";
 import type { RequestHandler } from "./server/http-server.js";
-import { createRequestHandler } from "./server/request-handler.js";
-import { createRestHandler } from "./server/rest/rest-handler.js";
+import { answerUnknownRpc, createRequestHandler } from "./server/request-handler.js";
+import { createRestHandler, type NodeResponse } from "./server/rest/rest-handler.js";
 import { RouteTable, routesFromAnnotations } from "./server/rest/route-table.js";
 import { ALL_SERVICES, registerServices } from "./services.js";
 
@@ -89,7 +89,11 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
     readMaxBytes: config.bodyLimitBytes,
     jsonOptions: { alwaysEmitImplicit: true, enumAsInteger: true, ignoreUnknownFields: true },
   };
-  const rpc = connectNodeAdapter({ ...routerOptions, routes });
+  const rpc = connectNodeAdapter({
+    ...routerOptions,
+    routes,
+    fallback: (request, response) => answerUnknownRpc(request, response as NodeResponse),
+  });
   const rest = createRestHandler({
     routes: new RouteTable(routesFromAnnotations(ALL_SERVICES)),
     transport: createRouterTransport(routes, { router: routerOptions }),

@@ -26,7 +26,13 @@ async function main(): Promise<void> {
       })}\n`,
     );
   }
-  const server = await listen(app.handler, { host: config.host, port: config.port, tls: config.tls, logger });
+  const server = await listen(app.handler, {
+    host: config.host,
+    port: config.port,
+    tls: config.tls,
+    trustedProxies: config.trustedProxies,
+    logger,
+  });
   logger.info(
     { port: server.port, tls: Boolean(config.tls), database: config.database.kind, coordinator: app.coordinator.kind },
     "provision is listening",

@@ -1,6 +1,7 @@
 import type { Clock } from "../platform/clock.js";
 import type { Coordinator, RateDecision } from "../platform/coordinator.js";
 import type { Logger } from "../platform/logger.js";
+import { addressBucket, clientAddressOf } from "../server/client-address.js";
 import { writeJson, writeProblem } from "../server/http-responses.js";
 import type { NodeRequest, NodeResponse } from "../server/rest/rest-handler.js";
 import type { AccessTokens } from "./access-tokens.js";
@@ -50,7 +51,7 @@ export function createTokenEndpoint(options: TokenEndpointOptions) {
       return;
     }
     try {
-      const address = request.socket.remoteAddress ?? "unknown";
+      const address = addressBucket(clientAddressOf(request));
       await limit(options, `token:address:${address}`, options.limits.perAddress);
       const form = await readForm(request);
       const credentials = clientCredentials(request, form);

@@ -1,4 +1,5 @@
 import fs from "node:fs";
+import net from "node:net";
 import path from "node:path";
 
 export type DatabaseConfig = { kind: "mysql"; url: string } | { kind: "sqlite"; file: string };
@@ -32,6 +33,8 @@ export interface Config {
   bodyLimitBytes: number;
   logLevel: string;
   shutdownGraceMs: number;
+  /** Peers (load balancers, ingress) trusted to name the client in X-Forwarded-For; none by default. */
+  trustedProxies?: net.BlockList;
   auth: AuthConfig;
 }
 
@@ -77,6 +80,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     bodyLimitBytes: integer(env, "BODY_LIMIT_BYTES", 1024 * 1024, 1024, 64 * 1024 * 1024),
     logLevel,
     shutdownGraceMs: integer(env, "SHUTDOWN_GRACE_MS", 8000, 0, 60000),
+    trustedProxies: trustedProxies(env),
     auth: authConfig(env),
   };
 }
@@ -114,6 +118,28 @@ function authConfig(env: NodeJS.ProcessEnv): AuthConfig {
     tokenRateLimitPerClient: integer(env, "TOKEN_RATE_LIMIT_PER_CLIENT", 20, 1, 100000),
     tokenRateLimitPerAddress: integer(env, "TOKEN_RATE_LIMIT_PER_ADDRESS", 120, 1, 100000),
   };
+}
+
+function trustedProxies(env: NodeJS.ProcessEnv): net.BlockList | undefined {
+  const entries = optional(env, "TRUSTED_PROXIES")
+    ?.split(",")
+    .map((entry) => entry.trim())
+    .filter(Boolean);
+  if (!entries?.length) return undefined;
+  const list = new net.BlockList();
+  for (const entry of entries) {
+    const [address, prefix, extra] = entry.split("/");
+    const family = net.isIP(address);
+    const bits = prefix === undefined ? undefined : Number(prefix);
+    const validBits = bits === undefined || (Number.isInteger(bits) && bits >= 0 && bits <= (family === 4 ? 32 : 128));
+    if (!family || extra !== undefined || !validBits) {
+      throw new ConfigError("TRUSTED_PROXIES", `has ${JSON.stringify(entry)}, not an IP address or CIDR network`);
+    }
+    const type = family === 4 ? "ipv4" : "ipv6";
+    if (bits === undefined) list.addAddress(address, type);
+    else list.addSubnet(address, bits, type);
+  }
+  return list;
 }
 
 function databaseConfig(env: NodeJS.ProcessEnv): DatabaseConfig {

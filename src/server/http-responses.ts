@@ -1,3 +1,4 @@
+import type { Socket } from "node:net";
 import type { JsonValue } from "@bufbuild/protobuf";
 import type { ConnectError } from "@connectrpc/connect";
 import { ProblemDetailsSchema } from "../../gen/provision/v1/problem_pb.js";
@@ -44,6 +45,18 @@ export function writeProblem(response: NodeResponse, problem: Problem): void {
   response.setHeader("Content-Type", "application/problem+json");
   response.setHeader("Content-Length", Buffer.byteLength(text));
   response.end(text);
+}
+
+/**
+ * Writes a problem straight to a socket whose request could not be parsed (no request object exists), then
+ * closes the connection.
+ */
+export function writeRawProblem(socket: Socket, status: number, slug: string, detail: string): void {
+  const text = JSON.stringify({ type: PROBLEM_TYPE_PREFIX + slug, title: titleOf(status), status, detail });
+  socket.end(
+    `HTTP/1.1 ${status} ${titleOf(status)}\r\nContent-Type: application/problem+json\r\n` +
+      `Content-Length: ${Buffer.byteLength(text)}\r\nConnection: close\r\n\r\n${text}`,
+  );
 }
 
 export function problemFromConnectError(error: ConnectError, instance: string): Problem {

@@ -3,6 +3,8 @@ import http from "node:http";
 import http2 from "node:http2";
 import net from "node:net";
 import type { Logger } from "../platform/logger.js";
+import { recordClientAddress, resolveClientAddress } from "./client-address.js";
+import { writeRawProblem } from "./http-responses.js";
 import { ReplaySocket } from "./replay-socket.js";
 import type { NodeRequest, NodeResponse } from "./rest/rest-handler.js";
 
@@ -13,6 +15,10 @@ export interface ListenOptions {
   port: number;
   tls?: { certFile: string; keyFile: string };
   logger: Logger;
+  /** Peers whose X-Forwarded-For names the client's address. */
+  trustedProxies?: net.BlockList;
+  /** Node's HTTP/1.1 limits; tests shorten them. */
+  timeouts?: { headersMs: number; requestMs: number; checkIntervalMs: number };
 }
 
 export interface RunningServer {
@@ -22,7 +28,10 @@ export interface RunningServer {
 }
 
 const HTTP2_PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
-const FIRST_BYTE_TIMEOUT_MS = 10_000;
+const FIRST_BYTES_TIMEOUT_MS = 10_000;
+/** An HTTP/2 session with no stream activity this long is closed; clients reconnect when they need to. */
+const HTTP2_IDLE_TIMEOUT_MS = 120_000;
+const HTTP1_TIMEOUTS = { headersMs: 60_000, requestMs: 300_000, checkIntervalMs: 30_000 };
 
 /**
  * One port for everything: HTTP/1.1 and cleartext HTTP/2 (told apart by the HTTP/2 connection preface),
@@ -35,7 +44,17 @@ export async function listen(handler: RequestHandler, options: ListenOptions): P
   let draining = false;
   let drained: (() => void) | undefined;
 
+  /** The raw socket of each cleartext HTTP/2 session: the session itself only sees the replaying stream. */
+  const h2cPeers = new WeakMap<http2.Http2Session, string | undefined>();
+  let handingOver: net.Socket | undefined;
+
   const tracked: RequestHandler = (request, response) => {
+    const session = "stream" in request ? request.stream.session : undefined;
+    const peer = session && h2cPeers.has(session) ? h2cPeers.get(session) : request.socket?.remoteAddress;
+    recordClientAddress(
+      request,
+      resolveClientAddress(peer, request.headers["x-forwarded-for"], options.trustedProxies),
+    );
     inFlight++;
     if (draining && "shouldKeepAlive" in response) response.shouldKeepAlive = false;
     response.once("close", () => {
@@ -45,7 +64,20 @@ export async function listen(handler: RequestHandler, options: ListenOptions): P
     handler(request, response);
   };
 
-  const h1 = http.createServer({ keepAliveTimeout: 5000 }, tracked);
+  const timeouts = options.timeouts ?? HTTP1_TIMEOUTS;
+  const h1 = http.createServer(
+    {
+      keepAliveTimeout: 5000,
+      headersTimeout: timeouts.headersMs,
+      requestTimeout: timeouts.requestMs,
+      connectionsCheckingInterval: timeouts.checkIntervalMs,
+    },
+    tracked,
+  );
+  // h1 never listens (connections are handed to it), and Node starts its header and request timers, and the
+  // connection list closeIdleConnections() works from, on "listening".
+  h1.emit("listening");
+  h1.on("clientError", answerClientError);
   const h2 = options.tls
     ? http2.createSecureServer(
         {
@@ -57,7 +89,9 @@ export async function listen(handler: RequestHandler, options: ListenOptions): P
         tracked,
       )
     : http2.createServer({}, tracked);
+  h2.setTimeout(HTTP2_IDLE_TIMEOUT_MS);
   h2.on("session", (session) => {
+    if (handingOver) h2cPeers.set(session, handingOver.remoteAddress);
     sessions.add(session);
     session.once("close", () => sessions.delete(session));
   });
@@ -68,20 +102,28 @@ export async function listen(handler: RequestHandler, options: ListenOptions): P
         // Until a protocol server owns the socket, its errors and silence are ours to end.
         const drop = () => socket.destroy();
         socket.on("error", drop);
-        socket.setTimeout(FIRST_BYTE_TIMEOUT_MS, drop);
-        socket.once("data", (chunk: Buffer) => {
+        socket.setTimeout(FIRST_BYTES_TIMEOUT_MS, drop);
+        let head = Buffer.alloc(0);
+        const sniff = (chunk: Buffer) => {
+          head = Buffer.concat([head, chunk]);
+          const length = Math.min(head.length, HTTP2_PREFACE.length);
+          const matches = head.subarray(0, length).equals(HTTP2_PREFACE.subarray(0, length));
+          if (matches && length < HTTP2_PREFACE.length) return;
+          socket.off("data", sniff);
           socket.off("error", drop);
           socket.setTimeout(0);
           socket.pause();
-          const length = Math.min(chunk.length, HTTP2_PREFACE.length);
-          if (chunk.subarray(0, length).equals(HTTP2_PREFACE.subarray(0, length))) {
-            h2.emit("connection", new ReplaySocket(socket, chunk));
+          if (matches) {
+            handingOver = socket;
+            h2.emit("connection", new ReplaySocket(socket, head));
+            handingOver = undefined;
             return;
           }
-          socket.unshift(chunk);
+          socket.unshift(head);
           h1.emit("connection", socket);
           socket.resume();
-        });
+        };
+        socket.on("data", sniff);
       });
   front.on("connection", (socket: net.Socket) => {
     sockets.add(socket);
@@ -115,4 +157,21 @@ export async function listen(handler: RequestHandler, options: ListenOptions): P
       await closed;
     },
   };
+}
+
+const CLIENT_ERRORS: Record<string, { status: number; slug: string; detail: string }> = {
+  HPE_HEADER_OVERFLOW: { status: 431, slug: "headers-too-large", detail: "the request headers are too large" },
+  ERR_HTTP_REQUEST_TIMEOUT: { status: 408, slug: "request-timeout", detail: "the request took too long to arrive" },
+  HPE_HEADERS_TIMEOUT: { status: 408, slug: "request-timeout", detail: "the request headers took too long to arrive" },
+};
+const MALFORMED = { status: 400, slug: "malformed-request", detail: "the request is not valid HTTP/1.1" };
+
+/** Answers a request Node's HTTP/1.1 parser refused with a problem record, then closes the connection. */
+function answerClientError(error: NodeJS.ErrnoException, socket: net.Socket): void {
+  if (error.code === "ECONNRESET" || !socket.writable || socket.bytesWritten > 0) {
+    socket.destroy();
+    return;
+  }
+  const { status, slug, detail } = CLIENT_ERRORS[error.code ?? ""] ?? MALFORMED;
+  writeRawProblem(socket, status, slug, detail);
 }

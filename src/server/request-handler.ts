@@ -17,6 +17,17 @@ export interface RequestHandlerParts {
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const RPC_PATH = /^\/[A-Za-z_][\w.]*\.[A-Za-z_]\w*\/[A-Za-z_]\w*$/;
+const PROBES = new Set(["/healthz", "/readyz"]);
+const CLIENT_CLOSED_REQUEST = 499;
+
+/** The request target as a URL; undefined for targets Node's parser lets through but WHATWG URL refuses. */
+function requestUrl(target: string | undefined): URL | undefined {
+  try {
+    return new URL(target ?? "/", "http://service.invalid");
+  } catch {
+    return undefined;
+  }
+}
 
 /** Gives every request an id, answers the health probes, and sends each request to RPC or REST. */
 export function createRequestHandler(parts: RequestHandlerParts): RequestHandler {
@@ -27,14 +38,15 @@ export function createRequestHandler(parts: RequestHandlerParts): RequestHandler
     const requestId = typeof offered === "string" && REQUEST_ID.test(offered) ? offered : randomUUID();
     request.headers["x-request-id"] = requestId;
     response.setHeader("X-Request-Id", requestId);
-    const url = new URL(request.url ?? "/", "http://service.invalid");
+    const url = requestUrl(request.url);
     response.once("close", () => {
       logger.info(
         {
           requestId,
           method: request.method,
-          path: url.pathname,
-          status: response.statusCode,
+          path: url?.pathname,
+          // Nothing was sent when the connection closed first: 499, the client closed the request.
+          status: response.headersSent ? response.statusCode : CLIENT_CLOSED_REQUEST,
           httpVersion: request.httpVersion,
           durationMs: Number(process.hrtime.bigint() - started) / 1e6,
         },
@@ -42,11 +54,30 @@ export function createRequestHandler(parts: RequestHandlerParts): RequestHandler
       );
     });
 
-    if (url.pathname === "/healthz" && request.method === "GET") {
+    if (!url) {
+      writeProblem(response, {
+        status: 400,
+        slug: "malformed-request",
+        detail: "the request target is not a path this service can read",
+        instance: "",
+      });
+      return;
+    }
+    if (PROBES.has(url.pathname) && request.method !== "GET" && request.method !== "HEAD") {
+      response.setHeader("Allow", "GET, HEAD");
+      writeProblem(response, {
+        status: 405,
+        slug: "method-not-allowed",
+        detail: `${request.method} is not allowed here; allowed: GET, HEAD`,
+        instance: url.pathname,
+      });
+      return;
+    }
+    if (url.pathname === "/healthz") {
       writeJson(response, 200, { status: "ok" });
       return;
     }
-    if (url.pathname === "/readyz" && request.method === "GET") {
+    if (url.pathname === "/readyz") {
       parts.checkReadiness().then(
         () => writeJson(response, 200, { status: "ready" }),
         (error: Error) =>
@@ -66,10 +97,21 @@ export function createRequestHandler(parts: RequestHandlerParts): RequestHandler
     parts.rest(request, response, url).catch((error: unknown) => fail(error));
 
     function fail(error: unknown): void {
-      logger.error({ err: error, requestId, path: url.pathname }, "request handler failed");
+      const path = url?.pathname ?? "";
+      if (!response.headersSent && (request.destroyed || response.destroyed)) {
+        logger.debug({ requestId, path, reason: (error as Error)?.message }, "the client went away mid-request");
+        return;
+      }
+      logger.error({ err: error, requestId, path }, "request handler failed");
       if (!response.headersSent) {
-        writeProblem(response, { status: 500, slug: "internal", detail: "internal error", instance: url.pathname });
+        writeProblem(response, { status: 500, slug: "internal", detail: "internal error", instance: path });
       } else response.destroy();
     }
   };
+}
+
+/** Answers a path shaped like `/package.Service/Method` that names no method of the contract. */
+export function answerUnknownRpc(request: NodeRequest, response: NodeResponse): void {
+  const path = (request.url ?? "").split("?")[0];
+  writeProblem(response, { status: 404, slug: "route-not-found", detail: `no route for ${path}`, instance: path });
 }

@@ -105,7 +105,7 @@ test("an unknown path answers 404", async (t) => {
 test("a known path with another method answers 405 with Allow", async (t) => {
   const response = await raw(t, "PATCH", PRODUCTS);
   assertProblem(t, response, 405);
-  t.is(response.headers.get("allow"), "GET, POST");
+  t.is(response.headers.get("allow"), "GET, HEAD, POST");
 });
 
 test("a duplicate answers 409", async (t) => {

@@ -5,7 +5,7 @@ import { type App, createApp } from "../../src/app.js";
 import type { Clock } from "../../src/platform/clock.js";
 import { loadConfig } from "../../src/platform/config.js";
 import { createLogger } from "../../src/platform/logger.js";
-import { listen, type RunningServer } from "../../src/server/http-server.js";
+import { type ListenOptions, listen, type RunningServer } from "../../src/server/http-server.js";
 import { DEFAULT_PROVIDER_ID } from "../../src/server/tenant.js";
 import { defaultAuthorization } from "./rest.js";
 
@@ -34,6 +34,8 @@ export interface TestServerOptions {
   clock?: Clock;
   /** Serve HTTPS (HTTP/1.1 and HTTP/2 by ALPN) with these PEM files; `baseUrl` is then `https://localhost:<port>`. */
   tls?: { certFile: string; keyFile: string };
+  /** Shorter HTTP/1.1 header and request timeouts than Node's, for tests of them. */
+  httpTimeouts?: ListenOptions["timeouts"];
 }
 
 /** A throwaway MySQL database for one test file; dropped by the returned function. */
@@ -90,7 +92,14 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   }
   let server: RunningServer;
   try {
-    server = await listen(app.handler, { host: "127.0.0.1", port: 0, tls: options.tls, logger });
+    server = await listen(app.handler, {
+      host: "127.0.0.1",
+      port: 0,
+      tls: options.tls,
+      trustedProxies: config.trustedProxies,
+      timeouts: options.httpTimeouts,
+      logger,
+    });
   } catch (error) {
     await app.close();
     throw error;

@@ -13,6 +13,7 @@ test("an empty environment gives the documented defaults", (t) => {
     bodyLimitBytes: 1024 * 1024,
     logLevel: "info",
     shutdownGraceMs: 8000,
+    trustedProxies: undefined,
     auth: {
       issuer: "http://localhost:8080",
       accessTokenTtlSeconds: 600,

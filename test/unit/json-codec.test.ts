@@ -233,7 +233,8 @@ test("nested messages in lists and maps are completed too", (t) => {
     featureCode: "export",
     creationTimeStamp: null,
     lastUpdateTimeStamp: null,
-    isEnabled: false,
+    isEnabled: null,
+    isAvailableDuringTrialPeriod: false,
   });
   t.deepEqual(json.propertyValues.color, { key: "color", value: "", metadata: [] });
   t.like(json.monitoredAssets[0], { balanceUsage: null, allowedBackDatingTolerance: null });

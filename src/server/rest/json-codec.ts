@@ -136,9 +136,12 @@ function normalizeScalar(
       return typeof value === "boolean" ? value : fail("must be true or false");
     case ScalarType.DOUBLE:
     case ScalarType.FLOAT:
-      // Quantities only: protobuf's "NaN" and "Infinity" are refused.
-      if (typeof value === "number") return value;
-      if (typeof value === "string" && /^-?\d+(\.\d+)?([eE][+-]?\d+)?$/.test(value)) return Number(value);
+      // Quantities only: protobuf's "NaN" and "Infinity" are refused, and so is 1e400, which JSON makes Infinity.
+      if (typeof value === "number" && Number.isFinite(value)) return value;
+      if (typeof value === "string" && /^-?\d+(\.\d+)?([eE][+-]?\d+)?$/.test(value)) {
+        const number = Number(value);
+        if (Number.isFinite(number)) return number;
+      }
       return fail("must be a finite number");
   }
   const text = typeof value === "number" ? String(value) : typeof value === "string" ? value.trim() : "";
@@ -161,8 +164,10 @@ function normalizeEnum(
   path: string,
   violations: FieldViolation[],
 ): JsonValue | undefined {
-  if (typeof value === "number" && Number.isInteger(value)) return value;
-  if (typeof value === "string" && /^-?\d+$/.test(value)) return Number(value);
+  const number = typeof value === "string" && /^-?\d+$/.test(value) ? Number(value) : value;
+  if (typeof number === "number" && Number.isInteger(number) && number >= -2147483648 && number <= 2147483647) {
+    return number;
+  }
   if (typeof value === "string" && descriptor.values.some((candidate) => candidate.name === value)) return value;
   violations.push({ field: path, message: "must be an integer enumeration value" });
   return undefined;
@@ -269,8 +274,10 @@ export function jsonFromText(field: DescField, text: string): JsonValue {
   const kind = field.fieldKind === "list" ? field.listKind : field.fieldKind;
   if (kind === "scalar") {
     const scalar = (field as { scalar: ScalarType }).scalar;
-    if (scalar === ScalarType.BOOL)
-      return text === "true" || text === "1" ? true : text === "false" || text === "0" ? false : text;
+    if (scalar === ScalarType.BOOL) {
+      const lower = text.toLowerCase();
+      return lower === "true" || lower === "1" ? true : lower === "false" || lower === "0" ? false : text;
+    }
     if (scalar === ScalarType.DOUBLE || scalar === ScalarType.FLOAT) {
       return text.trim() !== "" && Number.isFinite(Number(text)) ? Number(text) : text;
     }

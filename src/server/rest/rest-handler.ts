@@ -8,6 +8,7 @@ import { toConnectError } from "../error-interceptor.js";
 import { type Problem, problemFromConnectError, writeJson, writeProblem } from "../http-responses.js";
 import { httpStatusOf } from "../problem-mapping.js";
 import { decodeRequest, encodeResponse, fieldByJsonKey, jsonFromText } from "./json-codec.js";
+import { parseJsonExactIntegers } from "./lossless-json.js";
 import type { RestRoute, RouteTable } from "./route-table.js";
 
 export type NodeRequest = IncomingMessage | Http2ServerRequest;
@@ -29,8 +30,11 @@ const HOP_HEADERS = new Set([
   "transfer-encoding",
   "upgrade",
   "accept-encoding",
+  "content-encoding",
   "expect",
 ]);
+/** Protocol headers of Connect and gRPC (timeouts, encodings): a REST caller's are not passed on. */
+const RPC_PROTOCOL_HEADER = /^(connect|grpc)-/;
 
 export interface RestHandlerOptions {
   routes: RouteTable;
@@ -48,7 +52,9 @@ export function createRestHandler(options: RestHandlerOptions) {
 
   return async function handleRest(request: NodeRequest, response: NodeResponse, url: URL): Promise<void> {
     const instance = url.pathname;
-    const match = routes.match(request.method ?? "GET", url.pathname);
+    // HEAD is GET without the body, which Node leaves out of the response by itself.
+    const method = request.method === "HEAD" ? "GET" : (request.method ?? "GET");
+    const match = routes.match(method, url.pathname);
     if (match.kind === "not-found") {
       writeProblem(response, {
         status: 404,
@@ -59,11 +65,12 @@ export function createRestHandler(options: RestHandlerOptions) {
       return;
     }
     if (match.kind === "method-not-allowed") {
-      response.setHeader("Allow", match.allowed.join(", "));
+      const allowed = match.allowed.includes("GET") ? [...match.allowed, "HEAD"].sort() : match.allowed;
+      response.setHeader("Allow", allowed.join(", "));
       writeProblem(response, {
         status: 405,
         slug: "method-not-allowed",
-        detail: `${request.method} is not allowed here; allowed: ${match.allowed.join(", ")}`,
+        detail: `${request.method} is not allowed here; allowed: ${allowed.join(", ")}`,
         instance,
       });
       return;
@@ -159,7 +166,7 @@ async function readInput(
     if (body.text !== undefined) {
       let parsed: JsonValue;
       try {
-        parsed = JSON.parse(body.text) as JsonValue;
+        parsed = parseJsonExactIntegers(body.text);
       } catch (error) {
         const reason = error instanceof Error ? error.message : "malformed";
         return { problem: { status: 400, slug: "malformed-json", detail: `the body is not valid JSON: ${reason}` } };
@@ -195,6 +202,19 @@ async function readInput(
 type Body = { text: string | undefined } | { problem: Omit<Problem, "instance"> };
 
 async function readBody(request: NodeRequest, limit: number): Promise<Body> {
+  const encoding = String(request.headers["content-encoding"] ?? "identity")
+    .trim()
+    .toLowerCase();
+  if (encoding !== "identity") {
+    request.resume();
+    return {
+      problem: {
+        status: 415,
+        slug: "unsupported-content-encoding",
+        detail: `send the body uncompressed; content-encoding ${encoding} is not supported`,
+      },
+    };
+  }
   const declared = Number(request.headers["content-length"] ?? Number.NaN);
   if (declared > limit) {
     request.resume();
@@ -230,7 +250,9 @@ async function readBody(request: NodeRequest, limit: number): Promise<Body> {
 function forwardedHeaders(request: NodeRequest): Headers {
   const headers = new Headers();
   for (const [name, value] of Object.entries(request.headers)) {
-    if (name.startsWith(":") || HOP_HEADERS.has(name) || value === undefined) continue;
+    if (name.startsWith(":") || HOP_HEADERS.has(name) || RPC_PROTOCOL_HEADER.test(name) || value === undefined) {
+      continue;
+    }
     headers.set(name, Array.isArray(value) ? value.join(", ") : value);
   }
   return headers;
