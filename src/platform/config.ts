@@ -130,8 +130,8 @@ function trustedProxies(env: NodeJS.ProcessEnv): net.BlockList | undefined {
   for (const entry of entries) {
     const [address, prefix, extra] = entry.split("/");
     const family = net.isIP(address);
-    const bits = prefix === undefined ? undefined : Number(prefix);
-    const validBits = bits === undefined || (Number.isInteger(bits) && bits >= 0 && bits <= (family === 4 ? 32 : 128));
+    const bits = prefix === undefined ? undefined : /^\d{1,3}$/.test(prefix) ? Number(prefix) : Number.NaN;
+    const validBits = bits === undefined || bits <= (family === 4 ? 32 : 128);
     if (!family || extra !== undefined || !validBits) {
       throw new ConfigError("TRUSTED_PROXIES", `has ${JSON.stringify(entry)}, not an IP address or CIDR network`);
     }

@@ -1,6 +1,6 @@
 import type { JsonValue } from "@bufbuild/protobuf";
 
-/** Integers past 2^53 that JSON.parse would round; 15 digits are always exact in a double. */
+/** Integers that may lie past 2^53, where JSON.parse would round them; 15 digits are always exact. */
 const UNSAFE_INTEGER = /^-?\d{16,}$/;
 const UNSAFE_INTEGER_ANYWHERE = /\d{16,}/;
 
@@ -26,7 +26,8 @@ function quoteUnsafeIntegers(text: string): string {
     } else if (char === "-" || (char >= "0" && char <= "9")) {
       const match = /^-?\d+(\.\d+)?([eE][+-]?\d+)?/.exec(text.slice(index));
       const literal = match ? match[0] : char;
-      out += UNSAFE_INTEGER.test(literal) ? `"${literal}"` : literal;
+      const unsafe = UNSAFE_INTEGER.test(literal) && !Number.isSafeInteger(Number(literal));
+      out += unsafe ? `"${literal}"` : literal;
       index += literal.length;
     } else {
       out += char;

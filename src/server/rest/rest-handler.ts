@@ -244,7 +244,8 @@ async function readBody(request: NodeRequest, limit: number): Promise<Body> {
       },
     };
   }
-  return { text: Buffer.concat(chunks).toString("utf8") };
+  // TextDecoder drops a leading byte-order mark, which some Windows clients send.
+  return { text: new TextDecoder().decode(Buffer.concat(chunks)) };
 }
 
 function forwardedHeaders(request: NodeRequest): Headers {
