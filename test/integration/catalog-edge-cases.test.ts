@@ -3,6 +3,7 @@ import os from "node:os";
 import path from "node:path";
 import anyTest, { type TestFn } from "ava";
 import mysql from "mysql2/promise";
+import { steppingClock } from "../support/manual-clock.js";
 import { PRODUCTS, rest } from "../support/rest.js";
 import { startTestServer, TEST_DATABASE_URL, type TestServer } from "../support/test-server.js";
 
@@ -10,17 +11,6 @@ type Mode = "MySQL" | "SQLite";
 const MODES: Mode[] = ["MySQL", "SQLite"];
 
 const test = anyTest as TestFn<{ servers: Record<Mode, TestServer> }>;
-
-/** A clock that moves one second on every reading, so every write gets a later timestamp. */
-function steppingClock(start = Date.parse("2026-01-01T00:00:00Z")) {
-  let now = start;
-  return {
-    now: () => {
-      now += 1000;
-      return new Date(now);
-    },
-  };
-}
 
 function temporarySqliteFile(): string {
   return path.join(fs.mkdtempSync(path.join(os.tmpdir(), "provision-edge-")), "provision.sqlite");

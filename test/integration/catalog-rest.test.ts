@@ -1,19 +1,9 @@
 import anyTest, { type TestFn } from "ava";
+import { steppingClock } from "../support/manual-clock.js";
 import { PRODUCTS, rest } from "../support/rest.js";
 import { startTestServer, type TestServer } from "../support/test-server.js";
 
 const test = anyTest as TestFn<{ server: TestServer }>;
-
-/** A clock that moves one second on every reading, so every write gets a later timestamp. */
-function steppingClock(start = Date.parse("2026-01-01T00:00:00Z")) {
-  let now = start;
-  return {
-    now: () => {
-      now += 1000;
-      return new Date(now);
-    },
-  };
-}
 
 const PRODUCT_FIELDS = [
   "id",

@@ -19,3 +19,14 @@ export function manualClock(start = Date.parse("2026-03-01T12:00:00Z")): ManualC
     },
   };
 }
+
+/** A clock that moves one second on every reading, so every write gets a later timestamp. */
+export function steppingClock(start = Date.parse("2026-01-01T00:00:00Z")): Clock {
+  let now = start;
+  return {
+    now: () => {
+      now += 1000;
+      return new Date(now);
+    },
+  };
+}
