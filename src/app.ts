@@ -52,7 +52,11 @@ export async function connectCoordinator(config: Config, logger: Logger, clock: 
     : new MemoryCoordinator(clock);
 }
 
-/** Connects the database (applying pending migrations), the coordinator and the keys; builds the handler. */
+/**
+ * Connects the database and the coordinator first, then applies pending migrations, loads the keys and makes
+ * sure a client exists; builds the handler. Nothing is created before every dependency answered: a first client
+ * (whose secret exists only in the answer) is made last, after which nothing that can fail is left.
+ */
 export async function createApp(config: Config, logger: Logger, options: AppOptions = {}): Promise<App> {
   const clock = options.clock ?? systemClock;
   const dataSource = openDatabase(config);
@@ -64,14 +68,13 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
   const identity = new IdentityRepository(dataSource);
   const keys = new KeyStore(identity, clock, config.auth.keyEncryptionKey, config.auth.accessTokenTtlSeconds);
   let coordinator: Coordinator | undefined;
-  let bootstrap: BootstrapOutcome;
   try {
+    coordinator = await connectCoordinator(config, logger, clock);
     const applied = await migrate(dataSource);
     if (applied.length > 0) logger.info({ migrations: applied }, "applied database migrations");
     await keys.initialize();
-    bootstrap = await bootstrapIdentity(identity, config.auth, clock, randomUUID);
-    coordinator = await connectCoordinator(config, logger, clock);
   } catch (error) {
+    await coordinator?.close().catch(() => undefined);
     await dataSource.destroy();
     throw error;
   }
@@ -122,18 +125,19 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
       await withTimeout(readyCoordinator.ping(), "coordinator");
     },
   });
-  return {
-    handler,
-    dataSource,
-    coordinator,
-    keys,
-    tokens,
-    bootstrap,
-    async close() {
-      await readyCoordinator.close();
-      await dataSource.destroy();
-    },
+  const close = async () => {
+    await readyCoordinator.close();
+    await dataSource.destroy();
   };
+  // Last, once every dependency answered and nothing else can fail: a first client's secret exists only here.
+  let bootstrap: BootstrapOutcome;
+  try {
+    bootstrap = await bootstrapIdentity(identity, config.auth, clock, randomUUID);
+  } catch (error) {
+    await close();
+    throw error;
+  }
+  return { handler, dataSource, coordinator, keys, tokens, bootstrap, close };
 }
 
 async function withTimeout(check: Promise<void>, what: string): Promise<void> {

@@ -11,6 +11,8 @@ export interface AccessTokenClaims {
   clientId: string;
   providerId: string;
   scopes: string[];
+  /** The client's token generation when the token was issued (private claim `gen`). */
+  generation: string;
 }
 
 /** OAuth 2.0 access tokens as JWTs (RFC 9068) signed with the service's own key. */
@@ -25,7 +27,12 @@ export class AccessTokens {
   async issue(claims: AccessTokenClaims): Promise<string> {
     const { kid, privateKey } = await this.keys.signingKey();
     const now = Math.floor(this.clock.now().getTime() / 1000);
-    return new SignJWT({ scope: claims.scopes.join(" "), client_id: claims.clientId, provider_id: claims.providerId })
+    return new SignJWT({
+      scope: claims.scopes.join(" "),
+      client_id: claims.clientId,
+      provider_id: claims.providerId,
+      gen: claims.generation,
+    })
       .setProtectedHeader({ alg: TOKEN_ALGORITHM, kid, typ: ACCESS_TOKEN_TYPE })
       .setIssuer(this.issuer)
       .setSubject(claims.clientId)
@@ -60,10 +67,11 @@ export class AccessTokens {
         sub,
         scope,
         provider_id: providerId,
-      } = payload as { sub: string; scope?: unknown; provider_id?: unknown };
-      if (typeof scope !== "string" || typeof providerId !== "string")
-        throw new joseErrors.JWTInvalid("missing scope or provider_id claim");
-      return { clientId: sub, providerId, scopes: scope.split(" ").filter(Boolean) };
+        gen: generation,
+      } = payload as { sub: string; scope?: unknown; provider_id?: unknown; gen?: unknown };
+      if (typeof scope !== "string" || typeof providerId !== "string" || typeof generation !== "string")
+        throw new joseErrors.JWTInvalid("missing scope, provider_id or gen claim");
+      return { clientId: sub, providerId, scopes: scope.split(" ").filter(Boolean), generation };
     } catch (error) {
       const expired = error instanceof joseErrors.JWTExpired;
       throw new DomainError(

@@ -99,11 +99,23 @@ async function authenticateClient(options: AuthInterceptorOptions, authorization
   }
   const claims = await options.tokens.verify(match[1]);
   const client = await options.repository.findClient(claims.clientId);
-  if (!client || client.disabled || client.providerId !== claims.providerId) {
-    throw new DomainError("unauthenticated", "the client of this access token is disabled or deleted", {
-      slug: "invalid-token",
-      headers: { "www-authenticate": bearerChallenge("invalid_token", "client disabled or deleted") },
-    });
+  // A client disabled, deleted (even if made again with its id) or given a new secret since has another
+  // token generation: every token issued before is refused, for good.
+  const current =
+    client !== null &&
+    client.clientId === claims.clientId &&
+    !client.disabled &&
+    client.providerId === claims.providerId &&
+    client.tokenGeneration === claims.generation;
+  if (!current) {
+    throw new DomainError(
+      "unauthenticated",
+      "the access token was revoked: its client has been disabled, deleted or given a new secret since",
+      {
+        slug: "invalid-token",
+        headers: { "www-authenticate": bearerChallenge("invalid_token", "token revoked") },
+      },
+    );
   }
   return claims;
 }

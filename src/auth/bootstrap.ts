@@ -2,7 +2,7 @@ import type { Clock } from "../platform/clock.js";
 import type { AuthConfig } from "../platform/config.js";
 import { DEFAULT_PROVIDER_ID } from "../server/tenant.js";
 import type { IdentityRepository } from "./identity-repository.js";
-import { generateClientSecret, hashSecret, verifySecret } from "./secrets.js";
+import { generateClientSecret, hashSecret, newTokenGeneration, verifySecret } from "./secrets.js";
 
 export const ALL_SCOPES = "*";
 
@@ -27,10 +27,11 @@ export async function bootstrapIdentity(
     if (configured) {
       const existing = await identity.findClient(configured.clientId);
       if (existing) {
+        // A new configured secret is a rotation: the tokens issued under the old one are revoked with it.
         const changes = {
           ...((await verifySecret(configured.clientSecret, existing.secretHash))
             ? {}
-            : { secretHash: await hashSecret(configured.clientSecret) }),
+            : { secretHash: await hashSecret(configured.clientSecret), tokenGeneration: newTokenGeneration() }),
           ...(existing.scopes === ALL_SCOPES ? {} : { scopes: ALL_SCOPES }),
           ...(existing.disabled ? { disabled: false } : {}),
         };
@@ -44,6 +45,7 @@ export async function bootstrapIdentity(
         scopes: ALL_SCOPES,
         secretHash: await hashSecret(configured.clientSecret),
         disabled: false,
+        tokenGeneration: newTokenGeneration(),
         createdAt: clock.now(),
         lastUsedAt: null,
       });
@@ -59,6 +61,7 @@ export async function bootstrapIdentity(
       scopes: ALL_SCOPES,
       secretHash: await hashSecret(clientSecret),
       disabled: false,
+      tokenGeneration: newTokenGeneration(),
       createdAt: clock.now(),
       lastUsedAt: null,
     });

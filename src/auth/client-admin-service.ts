@@ -13,7 +13,7 @@ import {
   SetClientEnabledResponseSchema,
 } from "../../gen/provision/v1/client_admin_pb.js";
 import type { Clock } from "../platform/clock.js";
-import { DomainError, notFound } from "../platform/errors.js";
+import { DomainError, invalidField, notFound } from "../platform/errors.js";
 import { pageInfo, resolvePage } from "../platform/paging.js";
 import { Violations } from "../platform/validation.js";
 import { providerOf } from "../server/tenant.js";
@@ -21,7 +21,7 @@ import { clientPrincipalKey } from "./auth-interceptor.js";
 import type { ClientRow } from "./entities.js";
 import type { IdentityRepository } from "./identity-repository.js";
 import { anyCovers, isValidScope, parseScopeList } from "./scopes.js";
-import { generateClientSecret, hashSecret } from "./secrets.js";
+import { generateClientSecret, hashSecret, newTokenGeneration } from "./secrets.js";
 
 export interface ClientAdminDependencies {
   identity: IdentityRepository;
@@ -32,9 +32,10 @@ export interface ClientAdminDependencies {
 export function createClientAdminService(deps: ClientAdminDependencies): ServiceImpl<typeof ClientAdminService> {
   const { identity, clock, newId } = deps;
 
+  /** The provider's client of exactly this id (a database comparing ids loosely must not turn `id ` into `id`). */
   async function ownClient(providerId: string, clientId: string): Promise<ClientRow> {
     const row = await identity.findProviderClient(providerId, clientId);
-    if (!row) throw notFound("client", clientId);
+    if (!row || row.clientId !== clientId) throw notFound("client", clientId);
     return row;
   }
 
@@ -62,6 +63,7 @@ export function createClientAdminService(deps: ClientAdminDependencies): Service
         scopes: scopes.join(" "),
         secretHash: await hashSecret(secret),
         disabled: false,
+        tokenGeneration: newTokenGeneration(),
         createdAt: clock.now(),
         lastUsedAt: null,
       };
@@ -84,19 +86,25 @@ export function createClientAdminService(deps: ClientAdminDependencies): Service
       });
     },
 
+    /** A new secret and a new token generation: the old secret and every token issued before stop working. */
     async rotateClientSecret(request, context) {
       const row = await manageableClient(context, request.clientId);
       const secret = generateClientSecret();
-      row.secretHash = await hashSecret(secret);
-      await identity.updateClient(row.clientId, { secretHash: row.secretHash });
-      return create(RotateClientSecretResponseSchema, { client: toClient(row), clientSecret: secret });
+      const changes = { secretHash: await hashSecret(secret), tokenGeneration: newTokenGeneration() };
+      await identity.updateClient(row.clientId, changes);
+      return create(RotateClientSecretResponseSchema, {
+        client: toClient({ ...row, ...changes }),
+        clientSecret: secret,
+      });
     },
 
+    /** Disabling also replaces the token generation, so enabling again never revives a token issued before. */
     async setClientEnabled(request, context) {
+      if (request.enabled === undefined) throw invalidField("enabled", "is required: true or false");
       const row = await manageableClient(context, request.clientId);
-      row.disabled = !request.enabled;
-      await identity.updateClient(row.clientId, { disabled: row.disabled });
-      return create(SetClientEnabledResponseSchema, { client: toClient(row) });
+      const changes = request.enabled ? { disabled: false } : { disabled: true, tokenGeneration: newTokenGeneration() };
+      await identity.updateClient(row.clientId, changes);
+      return create(SetClientEnabledResponseSchema, { client: toClient({ ...row, ...changes }) });
     },
 
     async deleteClient(request, context) {

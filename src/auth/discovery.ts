@@ -1,7 +1,6 @@
 import { writeJson } from "../server/http-responses.js";
 import type { NodeRequest, NodeResponse } from "../server/rest/rest-handler.js";
-import type { KeyStore } from "./key-store.js";
-import { TOKEN_ALGORITHM } from "./key-store.js";
+import { JWKS_MAX_AGE_SECONDS, type KeyStore, TOKEN_ALGORITHM } from "./key-store.js";
 import { SCOPE_AREAS, SCOPE_VERBS } from "./scopes.js";
 import { TOKEN_PATH } from "./token-endpoint.js";
 
@@ -30,7 +29,8 @@ export function createDiscoveryEndpoints(issuer: string, keys: KeyStore) {
       writeJson(response, 200, document);
     },
     [JWKS_PATH]: async (_request: NodeRequest, response: NodeResponse) => {
-      response.setHeader("Cache-Control", "public, max-age=60");
+      // Kept shorter than a new key's publication ahead of signing (see PUBLISH_BEFORE_SIGNING_MS).
+      response.setHeader("Cache-Control", `public, max-age=${JWKS_MAX_AGE_SECONDS}`);
       writeJson(response, 200, (await keys.jwks()) as never);
     },
   };

@@ -15,18 +15,29 @@ export interface ClientRow {
   /** `scrypt$N$r$p$salt$hash`, see secrets.ts. */
   secretHash: string;
   disabled: boolean;
+  /**
+   * Random, replaced when the client is created, disabled or given a new secret. Its access tokens carry it
+   * (claim `gen`) and are refused once it differs, so none of them outlives such a change.
+   */
+  tokenGeneration: string;
   createdAt: Date;
   lastUsedAt: Date | null;
 }
 
 export interface SigningKeyRow {
   kid: string;
+  /** Insertion order, assigned by the database: the newest key has the highest. */
+  seq: number;
   algorithm: string;
   publicJwk: string;
   /** The private JWK, sealed with PROVISION_KEY_ENCRYPTION_KEY when one is configured (see key-sealing.ts). */
   privateJwk: string;
-  createdAt: Date;
-  /** When a newer key was made (it takes over signing PUBLISH_BEFORE_SIGNING_MS later); null for the newest. */
+  /**
+   * When the first service instance loaded the key, by that instance's clock (never the clock of whoever made
+   * it, such as `keys rotate`); it signs from PUBLISH_BEFORE_SIGNING_MS later on. Null until an instance saw it.
+   */
+  publishedAt: Date | null;
+  /** When a newer key was published (it takes over signing PUBLISH_BEFORE_SIGNING_MS later); null for the newest. */
   retiredAt: Date | null;
 }
 
@@ -52,6 +63,7 @@ export const ClientEntity = new EntitySchema<ClientRow>({
     scopes: { type: "text" },
     secretHash: { name: "secret_hash", type: "varchar", length: 255 },
     disabled: { type: "boolean" },
+    tokenGeneration: { name: "token_generation", type: "varchar", length: 32 },
     createdAt: datetime("created_at"),
     lastUsedAt: datetime("last_used_at", true),
   },
@@ -62,10 +74,11 @@ export const SigningKeyEntity = new EntitySchema<SigningKeyRow>({
   tableName: "signing_keys",
   columns: {
     kid: { type: "varchar", length: 64, primary: true },
+    seq: { type: "int" },
     algorithm: { type: "varchar", length: 16 },
     publicJwk: { name: "public_jwk", type: "text" },
     privateJwk: { name: "private_jwk", type: "text" },
-    createdAt: datetime("created_at"),
+    publishedAt: datetime("published_at", true),
     retiredAt: datetime("retired_at", true),
   },
 });

@@ -1,4 +1,4 @@
-import { type DataSource, IsNull } from "typeorm";
+import { type DataSource, IsNull, LessThan, LessThanOrEqual } from "typeorm";
 import { inTransaction, withDatabaseLock, writeSerially } from "../platform/database.js";
 import {
   ClientEntity,
@@ -69,16 +69,36 @@ export class IdentityRepository {
     return (result.affected ?? 0) > 0;
   }
 
+  /** Every signing key, newest (highest `seq`) first. */
   async listSigningKeys(): Promise<SigningKeyRow[]> {
-    return this.dataSource.getRepository(SigningKeyEntity).find({ order: { createdAt: "DESC", kid: "ASC" } });
+    return this.dataSource.getRepository(SigningKeyEntity).find({ order: { seq: "DESC" } });
   }
 
-  /** Stores `row` as the signing key and retires the one before it, in one transaction. */
-  async insertSigningKey(row: SigningKeyRow): Promise<void> {
+  /**
+   * Stores a new key after every other one (`seq` one above the highest), not yet published. Call it while
+   * holding the signing-keys lock, so two keys never get one `seq` (a unique index refuses that anyway).
+   */
+  async insertSigningKey(row: Omit<SigningKeyRow, "seq" | "publishedAt" | "retiredAt">): Promise<void> {
     await inTransaction(this.dataSource, async (manager) => {
       const keys = manager.getRepository(SigningKeyEntity);
-      await keys.update({ retiredAt: IsNull() }, { retiredAt: row.createdAt });
-      await keys.insert(row);
+      const found = await keys.createQueryBuilder("key").select("MAX(key.seq)", "highest").getRawOne();
+      const seq = Number((found as { highest?: unknown } | undefined)?.highest ?? 0) + 1;
+      await keys.insert({ ...row, seq, publishedAt: null, retiredAt: null });
+    });
+  }
+
+  /**
+   * Publishes, at `at`, every key no instance has published yet, and retires at the same instant every older
+   * key still current: the newest of them takes over signing later. One transaction; false when none was new.
+   */
+  async publishSigningKeys(at: Date): Promise<boolean> {
+    return inTransaction(this.dataSource, async (manager) => {
+      const keys = manager.getRepository(SigningKeyEntity);
+      const [newest] = await keys.find({ where: { publishedAt: IsNull() }, order: { seq: "DESC" }, take: 1 });
+      if (!newest) return false;
+      await keys.update({ publishedAt: IsNull(), seq: LessThanOrEqual(newest.seq) }, { publishedAt: at });
+      await keys.update({ retiredAt: IsNull(), seq: LessThan(newest.seq) }, { retiredAt: at });
+      return true;
     });
   }
 

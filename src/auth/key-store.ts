@@ -13,17 +13,23 @@ import type { IdentityRepository } from "./identity-repository.js";
 import { sealPrivateKey, unsealPrivateKey } from "./key-sealing.js";
 
 export const TOKEN_ALGORITHM = "ES256";
-/** How far a token's clock may be from ours (iat, exp). Small on purpose. */
+/** How far a token's clock may be from ours (iat, exp), and so how far apart instances' clocks may be. */
 export const CLOCK_SKEW_SECONDS = 30;
-/** How long a cached key set is trusted before the database is asked again for newer keys. */
-const REFRESH_MS = 30_000;
+/** How long an instance trusts its loaded key set before it asks the database again for newer keys. */
+export const KEY_REFRESH_MS = 30_000;
+/** `Cache-Control: max-age` of the JWKS document: how long a verifier elsewhere may keep its copy. */
+export const JWKS_MAX_AGE_SECONDS = 60;
 /**
- * A rotated-in key is published (JWKS, every instance's cache) this long before it signs, so no instance
- * meets a token whose key it has not loaded yet. Longer than REFRESH_MS.
+ * A new key is in the JWKS of every instance within KEY_REFRESH_MS of being published, and a verifier that
+ * honours the cache has a copy with it JWKS_MAX_AGE_SECONDS after that. It signs only once both have passed,
+ * plus the clock difference instances may have: 30 + 60 + 30 = 120 s. So neither an instance nor an external
+ * verifier meets a token whose key it has not loaded yet.
  */
-export const PUBLISH_BEFORE_SIGNING_MS = REFRESH_MS + 5_000;
+export const PUBLISH_BEFORE_SIGNING_MS = KEY_REFRESH_MS + JWKS_MAX_AGE_SECONDS * 1000 + CLOCK_SKEW_SECONDS * 1000;
 /** At most one reload per this many milliseconds for tokens naming an unknown key. */
 const UNKNOWN_KID_RELOAD_MS = 5_000;
+/** The database lock under which keys are added and published. */
+const KEYS_LOCK = "provision-signing-keys";
 
 interface LoadedKey {
   row: SigningKeyRow;
@@ -32,13 +38,44 @@ interface LoadedKey {
 }
 
 /**
+ * Adds a signing key after every other one (the database orders them), unpublished: the first service instance
+ * that loads it publishes it with its own clock. So `keys rotate`, run anywhere, never puts its machine's clock
+ * into the keys' timeline. Refuses, changing nothing, when `keyEncryptionKey` does not open the stored keys.
+ */
+export async function addSigningKey(
+  repository: IdentityRepository,
+  keyEncryptionKey: Buffer | undefined,
+): Promise<string> {
+  return repository.withLock(KEYS_LOCK, async () => {
+    const [newest] = await repository.listSigningKeys();
+    if (newest) unsealPrivateKey(newest.privateJwk, keyEncryptionKey);
+    return insertKey(repository, keyEncryptionKey);
+  });
+}
+
+async function insertKey(repository: IdentityRepository, keyEncryptionKey: Buffer | undefined): Promise<string> {
+  const { publicKey, privateKey } = await generateKeyPair(TOKEN_ALGORITHM, { extractable: true });
+  const publicJwk = await exportJWK(publicKey);
+  const kid = await calculateJwkThumbprint(publicJwk);
+  await repository.insertSigningKey({
+    kid,
+    algorithm: TOKEN_ALGORITHM,
+    publicJwk: JSON.stringify(publicJwk),
+    privateJwk: sealPrivateKey(JSON.stringify(await exportJWK(privateKey)), keyEncryptionKey),
+  });
+  return kid;
+}
+
+/**
  * The service's own signing keys, kept in the database so every instance signs and verifies with the same
- * ones. A new key is published at once and signs from PUBLISH_BEFORE_SIGNING_MS later on; the key it replaces
- * signs until then and verifies until no token it signed can be alive.
+ * ones. A new key is published when an instance first loads it (stamped with that instance's clock) and signs
+ * from PUBLISH_BEFORE_SIGNING_MS later on; the key it replaces signs until then and verifies until no token it
+ * signed can be alive. No key that may no longer verify ever signs.
  */
 export class KeyStore {
   private keys: LoadedKey[] = [];
   private loadedAt = 0;
+  private reloading: Promise<void> | undefined;
   private readonly privateKeys = new Map<string, CryptoKey>();
 
   constructor(
@@ -48,30 +85,27 @@ export class KeyStore {
     private readonly tokenLifetimeSeconds: number,
   ) {}
 
-  /** Loads the keys, making the first one if there is none yet. */
+  /** Loads the keys (publishing any new one), making the first one if there is none yet. */
   async initialize(): Promise<void> {
-    await this.reload();
+    await this.reloadNow();
     if (this.keys.length > 0) return;
-    await this.repository.withLock("provision-signing-keys", async () => {
-      if ((await this.repository.listSigningKeys()).length === 0) await this.createKey();
+    await this.repository.withLock(KEYS_LOCK, async () => {
+      if ((await this.repository.listSigningKeys()).length === 0)
+        await insertKey(this.repository, this.keyEncryptionKey);
     });
-    await this.reload();
+    await this.reloadNow();
   }
 
-  /** Makes a new key that takes over signing after PUBLISH_BEFORE_SIGNING_MS; answers its id. */
+  /** Makes and publishes a new key that takes over signing after PUBLISH_BEFORE_SIGNING_MS; answers its id. */
   async rotate(): Promise<string> {
-    const kid = await this.repository.withLock("provision-signing-keys", () => this.createKey());
-    await this.reload();
+    const kid = await addSigningKey(this.repository, this.keyEncryptionKey);
+    await this.reloadNow();
     return kid;
   }
 
   async signingKey(): Promise<{ kid: string; privateKey: CryptoKey }> {
-    if (this.clock.now().getTime() - this.loadedAt > REFRESH_MS) await this.reload();
-    const now = this.clock.now().getTime();
-    const published = this.keys.find((key) => key.row.createdAt.getTime() + PUBLISH_BEFORE_SIGNING_MS <= now);
-    const replaced = this.keys.find((key) => key.row.retiredAt !== null);
-    const row = (published ?? replaced ?? this.keys[0])?.row;
-    if (!row) throw new Error("no signing key is loaded");
+    if (this.clock.now().getTime() - this.loadedAt > KEY_REFRESH_MS) await this.reload();
+    const row = this.signingRow();
     let privateKey = this.privateKeys.get(row.kid);
     if (!privateKey) {
       const privateJwk = JSON.parse(unsealPrivateKey(row.privateJwk, this.keyEncryptionKey)) as JWK;
@@ -92,7 +126,7 @@ export class KeyStore {
   }
 
   async jwks(): Promise<JSONWebKeySet> {
-    if (this.clock.now().getTime() - this.loadedAt > REFRESH_MS) await this.reload();
+    if (this.clock.now().getTime() - this.loadedAt > KEY_REFRESH_MS) await this.reload();
     return {
       keys: this.keys
         .filter((key) => this.canVerify(key.row))
@@ -100,43 +134,56 @@ export class KeyStore {
     };
   }
 
-  /** A replaced key signed until its successor was published; its tokens live a lifetime (and skew) longer. */
+  /**
+   * The newest published key that has been published long enough, among those that may still verify; while
+   * none has (the very first key), the one published longest ago.
+   */
+  private signingRow(): SigningKeyRow {
+    const now = this.clock.now().getTime();
+    const usable = this.keys.map((key) => key.row).filter((row) => row.publishedAt !== null && this.canVerify(row));
+    const ready = usable.find((row) => (row.publishedAt?.getTime() ?? now) + PUBLISH_BEFORE_SIGNING_MS <= now);
+    const row = ready ?? usable.at(-1);
+    if (!row) throw new Error("no signing key is loaded");
+    return row;
+  }
+
+  /** A replaced key signed until its successor had been published long enough; its tokens live a lifetime (and skew) longer. */
   private canVerify(row: SigningKeyRow): boolean {
     if (!row.retiredAt) return true;
     const lastSignedAt = row.retiredAt.getTime() + PUBLISH_BEFORE_SIGNING_MS;
     return this.clock.now().getTime() <= lastSignedAt + (this.tokenLifetimeSeconds + CLOCK_SKEW_SECONDS) * 1000;
   }
 
-  private async createKey(): Promise<string> {
-    const { publicKey, privateKey } = await generateKeyPair(TOKEN_ALGORITHM, { extractable: true });
-    const publicJwk = await exportJWK(publicKey);
-    const kid = await calculateJwkThumbprint(publicJwk);
-    await this.repository.insertSigningKey({
-      kid,
-      algorithm: TOKEN_ALGORITHM,
-      publicJwk: JSON.stringify(publicJwk),
-      privateJwk: sealPrivateKey(JSON.stringify(await exportJWK(privateKey)), this.keyEncryptionKey),
-      createdAt: this.clock.now(),
-      retiredAt: null,
+  /** One reload at a time: callers arriving while one runs share it. */
+  private reload(): Promise<void> {
+    this.reloading ??= this.load().finally(() => {
+      this.reloading = undefined;
     });
-    return kid;
+    return this.reloading;
   }
 
-  private async reload(): Promise<void> {
-    const rows = await this.repository.listSigningKeys();
-    // Newest first; of keys made at the same instant, the one not yet replaced is the newer.
-    rows.sort(
-      (a, b) =>
-        b.createdAt.getTime() - a.createdAt.getTime() || Number(a.retiredAt !== null) - Number(b.retiredAt !== null),
-    );
+  /** A reload that starts after this call, so it sees every change made before it. */
+  private async reloadNow(): Promise<void> {
+    await this.reloading?.catch(() => undefined);
+    await this.reload();
+  }
+
+  private async load(): Promise<void> {
+    let rows = await this.repository.listSigningKeys();
+    if (rows.some((row) => row.publishedAt === null)) {
+      // Made elsewhere (`keys rotate`): published now, on the clock of the service that signs and verifies.
+      await this.repository.withLock(KEYS_LOCK, () => this.repository.publishSigningKeys(this.clock.now()));
+      rows = await this.repository.listSigningKeys();
+    }
     this.keys = await Promise.all(
       rows.map(async (row) => {
         const publicJwk = JSON.parse(row.publicJwk) as JWK;
         return { row, publicJwk, publicKey: (await importJWK(publicJwk, row.algorithm)) as CryptoKey };
       }),
     );
-    const current = rows.find((row) => !row.retiredAt);
-    if (current) unsealPrivateKey(current.privateJwk, this.keyEncryptionKey);
+    // Fails at once (at start-up) when the configured key-encryption key does not open the newest key.
+    const [newest] = rows;
+    if (newest) unsealPrivateKey(newest.privateJwk, this.keyEncryptionKey);
     this.loadedAt = this.clock.now().getTime();
   }
 }

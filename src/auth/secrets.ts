@@ -16,6 +16,11 @@ export function generateClientSecret(): string {
   return `pcs_${randomBytes(32).toString("base64url")}`;
 }
 
+/** A client's new token generation (see ClientRow.tokenGeneration): 128 random bits, URL-safe. */
+export function newTokenGeneration(): string {
+  return randomBytes(16).toString("base64url");
+}
+
 /** `scrypt$N$r$p$salt$hash`, all the verifier needs besides the secret. */
 export async function hashSecret(secret: string): Promise<string> {
   const salt = randomBytes(16);

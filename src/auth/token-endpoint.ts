@@ -55,19 +55,24 @@ export function createTokenEndpoint(options: TokenEndpointOptions) {
       await limit(options, `token:address:${address}`, options.limits.perAddress);
       const form = await readForm(request);
       const credentials = clientCredentials(request, form);
-      const failuresKey = `token:failures:${credentials.clientId}:${address}`;
-      await refuseAfterFailures(options, failuresKey, options.limits.perClient);
       const grantType = form.get("grant_type");
       if (!grantType) throw new TokenError("invalid_request", "grant_type is required");
       if (grantType !== "client_credentials") {
         throw new TokenError("unsupported_grant_type", "only grant_type=client_credentials is supported");
       }
-      const client = await options.repository.findClient(credentials.clientId);
-      const secretMatches = await verifySecret(credentials.clientSecret, client?.secretHash ?? DECOY_HASH);
-      if (!client || !secretMatches || client.disabled) {
-        await countFailure(options, failuresKey);
-        throw new TokenError("invalid_client", "client authentication failed");
-      }
+      const found = await options.repository.findClient(credentials.clientId);
+      // Counted under the id as stored: where the database compares ids loosely (trailing spaces on a PAD SPACE
+      // collation), `admin ` must not get counters of its own while reaching the secret of `admin`.
+      const attempt = await countAttempt(
+        options,
+        `${found?.clientId ?? credentials.clientId}:${address}`,
+        options.limits.perClient,
+      );
+      const secretMatches = await verifySecret(credentials.clientSecret, found?.secretHash ?? DECOY_HASH);
+      const client =
+        found && found.clientId === credentials.clientId && secretMatches && !found.disabled ? found : undefined;
+      if (!client) throw new TokenError("invalid_client", "client authentication failed");
+      await attempt.succeeded();
       const granted = parseScopeList(client.scopes);
       const requested = form.has("scope") ? parseScopeList(form.get("scope") ?? "") : granted;
       const refused = requested.filter((scope) => !isValidScope(scope) || !anyCovers(granted, scope));
@@ -78,6 +83,7 @@ export function createTokenEndpoint(options: TokenEndpointOptions) {
         clientId: client.clientId,
         providerId: client.providerId,
         scopes: requested,
+        generation: client.tokenGeneration,
       });
       await options.repository.updateClient(client.clientId, { lastUsedAt: options.clock.now() });
       writeJson(response, 200, {
@@ -107,26 +113,44 @@ export function createTokenEndpoint(options: TokenEndpointOptions) {
 }
 
 /**
- * Failed authentications are counted per client id and source address: a burst of wrong secrets is refused
- * from that address (right secret included) until the window ends, while nobody elsewhere can lock the
- * client out, and successful requests never count.
+ * Counts one authentication attempt of a client id from an address, atomically and before the secret is
+ * checked, and refuses it when the attempts of the window, less its successful ones, exceed `allowed`. So
+ * however many wrong secrets arrive at once, exactly `allowed` of them are checked in a window and the rest
+ * answer 429 (from that address the right secret too, until the window ends); elsewhere nobody is affected.
+ * Successes are counted apart, in a counter that ends with the attempts' window, and never use up the limit.
+ * Reading the successes before counting the attempt keeps the bound exact: a success counted in between is one
+ * this attempt does not subtract.
  */
-async function refuseAfterFailures(options: TokenEndpointOptions, key: string, allowed: number): Promise<void> {
+async function countAttempt(
+  options: TokenEndpointOptions,
+  subject: string,
+  allowed: number,
+): Promise<{ succeeded(): Promise<void> }> {
+  const attemptsKey = `token:attempts:${subject}`;
+  const successesKey = `token:successes:${subject}`;
+  const started = performance.now();
+  let successes: number;
+  let attempts: RateDecision;
   try {
-    const window = await options.coordinator.peek(key);
-    if (window.count >= allowed) throw new RateLimited(window.retryAfterMs);
-  } catch (error) {
-    if (error instanceof RateLimited) throw error;
-    warnUnavailable(options, error);
-  }
-}
-
-async function countFailure(options: TokenEndpointOptions, key: string): Promise<void> {
-  try {
-    await options.coordinator.hit(key, Number.MAX_SAFE_INTEGER, RATE_WINDOW_MS);
+    successes = (await options.coordinator.peek(successesKey)).count;
+    attempts = await options.coordinator.hit(attemptsKey, Number.MAX_SAFE_INTEGER, RATE_WINDOW_MS);
   } catch (error) {
     warnUnavailable(options, error);
+    return { succeeded: async () => {} };
   }
+  if (attempts.count - successes > allowed) throw new RateLimited(attempts.retryAfterMs);
+  return {
+    async succeeded() {
+      // Never past the attempts' window: carried into the next one, it would let more failures through there.
+      const windowLeftMs = Math.floor(attempts.retryAfterMs - (performance.now() - started));
+      if (windowLeftMs <= 0) return;
+      try {
+        await options.coordinator.hit(successesKey, Number.MAX_SAFE_INTEGER, windowLeftMs);
+      } catch (error) {
+        warnUnavailable(options, error);
+      }
+    },
+  };
 }
 
 function warnUnavailable(options: TokenEndpointOptions, error: unknown): void {
@@ -170,7 +194,11 @@ async function readForm(request: NodeRequest): Promise<URLSearchParams> {
     if (size > FORM_LIMIT_BYTES) throw new TokenError("invalid_request", "the request is too large");
     chunks.push(chunk);
   }
-  const form = new URLSearchParams(Buffer.concat(chunks).toString("utf8"));
+  // RFC 6749 §3.1: a parameter sent without a value is treated as if it were omitted.
+  const form = new URLSearchParams();
+  for (const [name, value] of new URLSearchParams(Buffer.concat(chunks).toString("utf8"))) {
+    if (value !== "") form.append(name, value);
+  }
   for (const name of new Set(form.keys())) {
     if (form.getAll(name).length > 1) throw new TokenError("invalid_request", `${name} is repeated`);
   }
@@ -197,6 +225,7 @@ function clientCredentials(request: NodeRequest, form: URLSearchParams): { clien
       if (form.has("client_id") && form.get("client_id") !== clientId) {
         throw new TokenError("invalid_request", "client_id differs from the Basic credentials");
       }
+      if (!clientId || !clientSecret) throw new TokenError("invalid_client", "malformed Basic credentials");
       return { clientId, clientSecret };
     } catch (error) {
       if (error instanceof TokenError) throw error;

@@ -1,4 +1,4 @@
-import { randomUUID } from "node:crypto";
+import { randomBytes, randomUUID } from "node:crypto";
 import anyTest, { type ExecutionContext, type TestFn } from "ava";
 import {
   decodeJwt,
@@ -10,24 +10,28 @@ import {
 } from "jose";
 import { DEFAULT_PROVIDER_ID } from "../../src/server/tenant.js";
 import { accessToken } from "../support/auth.js";
-import { bearerWithScopes } from "../support/credentials.js";
+import { bearerWithScopes, mintAccessToken, tokenGenerationOf } from "../support/credentials.js";
 import { manualClock } from "../support/manual-clock.js";
 import { CLIENTS } from "../support/oauth-clients.js";
 import { type JsonResponse, PRODUCTS, rest } from "../support/rest.js";
-import { startTestServer, type TestServer } from "../support/test-server.js";
+import { createTestDatabase, startTestServer, type TestServer } from "../support/test-server.js";
 
-const test = anyTest as TestFn<{ server: TestServer }>;
+const test = anyTest as TestFn<{ server: TestServer; adminGeneration: string }>;
 
 test.before(async (t) => {
   t.context.server = await startTestServer();
+  t.context.adminGeneration = await tokenGenerationOf(t.context.server.app, t.context.server.admin.clientId);
 });
 
 test.after.always(async (t) => {
   await t.context.server?.close();
 });
 
-/** A header and claims like those the service issues to its bootstrap client. */
-function standardToken(server: TestServer, now = Math.floor(Date.now() / 1000)) {
+/** A header and claims like those the service issues to its bootstrap client (`gen`: its token generation). */
+function standardToken(
+  { server, adminGeneration }: { server: TestServer; adminGeneration: string },
+  now = Math.floor(Date.now() / 1000),
+) {
   return {
     header: { alg: "ES256", typ: "at+jwt" } as JWTHeaderParameters,
     payload: {
@@ -37,6 +41,7 @@ function standardToken(server: TestServer, now = Math.floor(Date.now() / 1000)) 
       client_id: server.admin.clientId,
       provider_id: DEFAULT_PROVIDER_ID,
       scope: "*",
+      gen: adminGeneration,
       iat: now,
       exp: now + 300,
       jti: randomUUID(),
@@ -67,7 +72,7 @@ function assertInvalidToken(t: ExecutionContext, response: JsonResponse, what: s
 
 test("a token made like the service's own, with its key, is accepted (the forgeries below differ in one thing)", async (t) => {
   const { server } = t.context;
-  const { header, payload } = standardToken(server);
+  const { header, payload } = standardToken(t.context);
   const token = await signWithServerKey(server, header, payload);
   t.is((await listWith(server, `Bearer ${token}`)).status, 200);
 });
@@ -104,7 +109,7 @@ test("a token signed by another ES256 key is refused, whatever kid it names", as
   const { server } = t.context;
   const { privateKey } = await generateKeyPair("ES256");
   const { kid } = decodeProtectedHeader(server.adminAuthorization.slice("Bearer ".length));
-  const { header, payload } = standardToken(server);
+  const { header, payload } = standardToken(t.context);
   for (const named of [kid, "some-other-key"]) {
     const token = await new SignJWT(payload).setProtectedHeader({ ...header, kid: named }).sign(privateKey);
     assertInvalidToken(t, await listWith(server, `Bearer ${token}`), `kid ${named}`);
@@ -114,7 +119,7 @@ test("a token signed by another ES256 key is refused, whatever kid it names", as
 test("an unsigned token (alg none) and an HMAC-signed one are refused", async (t) => {
   const { server } = t.context;
   const { kid } = await server.app.keys.signingKey();
-  const { header, payload } = standardToken(server);
+  const { header, payload } = standardToken(t.context);
   const unsigned = `${base64url({ ...header, alg: "none", kid })}.${base64url(payload)}.`;
   assertInvalidToken(t, await listWith(server, `Bearer ${unsigned}`), "alg none");
   const hmac = await new SignJWT(payload)
@@ -125,7 +130,7 @@ test("an unsigned token (alg none) and an HMAC-signed one are refused", async (t
 
 test("a token with the wrong issuer, audience or type is refused even when signed with the service's key", async (t) => {
   const { server } = t.context;
-  const { header, payload } = standardToken(server);
+  const { header, payload } = standardToken(t.context);
   const variants: [string, JWTHeaderParameters, JWTPayload][] = [
     ["issuer", header, { ...payload, iss: "https://evil.example" }],
     ["no issuer", header, { ...payload, iss: undefined }],
@@ -133,6 +138,8 @@ test("a token with the wrong issuer, audience or type is refused even when signe
     ["type", { ...header, typ: "JWT" }, payload],
     ["no provider", header, { ...payload, provider_id: undefined }],
     ["no scope", header, { ...payload, scope: undefined }],
+    ["no token generation", header, { ...payload, gen: undefined }],
+    ["another token generation", header, { ...payload, gen: "an-earlier-generation" }],
     ["no expiry", header, { ...payload, exp: undefined }],
   ];
   for (const [what, variantHeader, variantPayload] of variants) {
@@ -143,17 +150,13 @@ test("a token with the wrong issuer, audience or type is refused even when signe
 
 test("a token naming a client that does not exist, or another provider than its client's, is refused", async (t) => {
   const { server } = t.context;
-  const ghost = await server.app.tokens.issue({ clientId: "ghost", providerId: DEFAULT_PROVIDER_ID, scopes: ["*"] });
+  const ghost = await mintAccessToken(server.app, "ghost", ["*"]);
   assertInvalidToken(t, await listWith(server, `Bearer ${ghost}`), "unknown client");
-  const elsewhere = await server.app.tokens.issue({
-    clientId: server.admin.clientId,
-    providerId: randomUUID(),
-    scopes: ["*"],
-  });
+  const elsewhere = await mintAccessToken(server.app, server.admin.clientId, ["*"], randomUUID());
   assertInvalidToken(t, await listWith(server, `Bearer ${elsewhere}`), "another provider");
 });
 
-test("a disabled client's unexpired token is refused at once, and works again once the client is enabled", async (t) => {
+test("a disabled client's unexpired token is refused at once, and stays refused once the client is enabled again", async (t) => {
   const { server } = t.context;
   const created = await rest(server.baseUrl, "POST", CLIENTS, { name: "to disable", scopes: ["catalog:read"] });
   t.is(created.status, 200);
@@ -165,7 +168,23 @@ test("a disabled client's unexpired token is refused at once, and works again on
   assertInvalidToken(t, await listWith(server, authorization), "disabled");
 
   t.is((await rest(server.baseUrl, "PUT", `${CLIENTS}/${clientId}/enabled/true`)).status, 200);
+  assertInvalidToken(t, await listWith(server, authorization), "issued before the client was disabled");
+  const fresh = `Bearer ${await accessToken(server.baseUrl, clientId, created.body.clientSecret)}`;
+  t.is((await listWith(server, fresh)).status, 200, "a token issued after enabling works");
+});
+
+test("rotating a client's secret revokes the tokens it already holds", async (t) => {
+  const { server } = t.context;
+  const created = await rest(server.baseUrl, "POST", CLIENTS, { name: "to rotate", scopes: ["catalog:read"] });
+  const { clientId } = created.body.client;
+  const authorization = `Bearer ${await accessToken(server.baseUrl, clientId, created.body.clientSecret)}`;
   t.is((await listWith(server, authorization)).status, 200);
+
+  const rotated = await rest(server.baseUrl, "POST", `${CLIENTS}/${clientId}/secret`, {});
+  t.is(rotated.status, 200);
+  assertInvalidToken(t, await listWith(server, authorization), "issued before the rotation");
+  const fresh = `Bearer ${await accessToken(server.baseUrl, clientId, rotated.body.clientSecret)}`;
+  t.is((await listWith(server, fresh)).status, 200);
 });
 
 test("a deleted client's unexpired token is refused at once", async (t) => {
@@ -177,6 +196,28 @@ test("a deleted client's unexpired token is refused at once", async (t) => {
 
   t.is((await rest(server.baseUrl, "DELETE", `${CLIENTS}/${clientId}`)).status, 200);
   assertInvalidToken(t, await listWith(server, authorization), "deleted");
+});
+
+test("a client deleted and made again with its id (bootstrap) does not revive the tokens issued before", async (t) => {
+  const database = await createTestDatabase();
+  t.teardown(() => database.drop());
+  const clientId = `boot-${randomBytes(4).toString("hex")}`;
+  const clientSecret = randomBytes(32).toString("base64url");
+  const env = { PROVISION_BOOTSTRAP_CLIENT_ID: clientId, PROVISION_BOOTSTRAP_CLIENT_SECRET: clientSecret };
+  const first = await startTestServer({ databaseUrl: database.url, env });
+  t.teardown(() => first.close());
+  const authorization = `Bearer ${await accessToken(first.baseUrl, clientId, clientSecret)}`;
+  t.is((await listWith(first, authorization)).status, 200);
+  t.is((await rest(first.baseUrl, "DELETE", `${CLIENTS}/${clientId}`, undefined, { authorization })).status, 200);
+  assertInvalidToken(t, await listWith(first, authorization), "deleted");
+
+  // The next start makes the configured client again, with the same id, provider, scopes and secret.
+  const second = await startTestServer({ databaseUrl: database.url, env });
+  t.teardown(() => second.close());
+  const fresh = `Bearer ${await accessToken(second.baseUrl, clientId, clientSecret)}`;
+  t.is((await listWith(second, fresh)).status, 200, "the client is back");
+  assertInvalidToken(t, await listWith(second, authorization), "issued before the delete, on the new instance");
+  assertInvalidToken(t, await listWith(first, authorization), "issued before the delete, on the old instance");
 });
 
 test("a token carries only the scopes it was issued with, not every scope of its client", async (t) => {
@@ -191,11 +232,7 @@ test("an expired token is refused with 401 after the 30 s of tolerated skew, not
   const clock = manualClock();
   const server = await startTestServer({ clock });
   t.teardown(() => server.close());
-  const token = await server.app.tokens.issue({
-    clientId: server.admin.clientId,
-    providerId: DEFAULT_PROVIDER_ID,
-    scopes: ["catalog:read"],
-  });
+  const token = await mintAccessToken(server.app, server.admin.clientId, ["catalog:read"]);
   const authorization = `Bearer ${token}`;
   t.is((await listWith(server, authorization)).status, 200);
 

@@ -1,9 +1,13 @@
 import { randomBytes } from "node:crypto";
+import net from "node:net";
 import test from "ava";
+import mysql from "mysql2/promise";
 import { createApp } from "../../src/app.js";
 import { IdentityRepository } from "../../src/auth/identity-repository.js";
 import { loadConfig } from "../../src/platform/config.js";
 import { createLogger } from "../../src/platform/logger.js";
+import { requestToken } from "../support/auth.js";
+import { spawnProvision } from "../support/provision-process.js";
 import { createTestDatabase, TEST_REDIS_URL } from "../support/test-server.js";
 
 function appOn(databaseUrl: string, env: Record<string, string> = {}) {
@@ -58,4 +62,62 @@ test("instances starting at once on an empty database make exactly one first cli
   const identity = new IdentityRepository(apps[0].dataSource);
   t.is(await identity.countClients(), 1);
   t.is((await identity.listSigningKeys()).length, 1);
+});
+
+/** A local port nothing listens on: connections to it are refused. */
+async function closedPort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/** The OAuth clients stored in a database; 0 when its tables do not exist yet. */
+async function clientCount(databaseUrl: string): Promise<number> {
+  const connection = await mysql.createConnection({ uri: databaseUrl });
+  try {
+    const [tables] = (await connection.query(
+      "SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = 'oauth_clients'",
+    )) as unknown as [{ n: number }[]];
+    if (Number(tables[0].n) === 0) return 0;
+    const [rows] = (await connection.query("SELECT COUNT(*) AS n FROM oauth_clients")) as unknown as [{ n: number }[]];
+    return Number(rows[0].n);
+  } finally {
+    await connection.end();
+  }
+}
+
+test("a first start that cannot reach Redis makes no client; the next start prints the first client's secret", async (t) => {
+  const database = await createTestDatabase();
+  t.teardown(() => database.drop());
+  const env = {
+    DATABASE_URL: database.url,
+    PORT: "0",
+    HOST: "127.0.0.1",
+    LOG_LEVEL: "info",
+    // Every test file shares one Redis and so 127.0.0.1's request counter, as startTestServer knows.
+    TOKEN_RATE_LIMIT_PER_ADDRESS: "100000",
+  };
+
+  const failed = spawnProvision({ ...env, REDIS_URL: `redis://127.0.0.1:${await closedPort()}` });
+  t.teardown(() => failed.kill());
+  const exit = await failed.exitWithin(30_000);
+  t.is(exit?.code, 1, `stderr: ${failed.stderr()}`);
+  t.regex(failed.stderr(), /REDIS_URL is unreachable/);
+  t.false(failed.stdout().includes("clientSecret"), "no secret was shown");
+  t.is(await clientCount(database.url), 0, "no client was made whose secret nobody saw");
+
+  const started = spawnProvision({ ...env, REDIS_URL: TEST_REDIS_URL });
+  t.teardown(() => started.kill());
+  const listening = await started.waitForLog((record) => record.msg === "provision is listening");
+  const notice = started.logRecords().find((record) => typeof record.clientSecret === "string");
+  t.truthy(notice, started.stdout());
+  t.regex(notice?.notice ?? "", /first start/);
+  t.is(await clientCount(database.url), 1);
+  const token = await requestToken(`http://127.0.0.1:${listening.port}`, notice?.clientId, notice?.clientSecret);
+  t.is(token.status, 200, "the printed secret works");
+
+  started.child.kill("SIGTERM");
+  t.is((await started.exitWithin(15_000))?.code, 0);
 });

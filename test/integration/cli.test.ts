@@ -1,5 +1,6 @@
-import anyTest, { type TestFn } from "ava";
-import { requestToken } from "../support/auth.js";
+import anyTest, { type ExecutionContext, type TestFn } from "ava";
+import mysql from "mysql2/promise";
+import { accessToken, requestToken } from "../support/auth.js";
 import { cli, cliFailure } from "../support/cli.js";
 import { PRODUCTS, rest } from "../support/rest.js";
 import { createTestDatabase, startTestServer, type TestServer } from "../support/test-server.js";
@@ -68,6 +69,17 @@ test.serial(
   },
 );
 
+/** One value of the test database, by a query answering one row with a column `n`. */
+async function scalar(t: ExecutionContext<{ databaseUrl: string }>, sql: string, values: unknown[] = []) {
+  const connection = await mysql.createConnection({ uri: t.context.databaseUrl });
+  try {
+    const [rows] = (await connection.query(sql, values)) as unknown as [{ n: unknown }[]];
+    return rows[0]?.n;
+  } finally {
+    await connection.end();
+  }
+}
+
 test.serial("rotate-secret replaces the secret and disable/enable switch the client", async (t) => {
   const { databaseUrl, server } = t.context;
   const provider = await cli(databaseUrl, "providers", "create", "--name", "Rotating Vendor");
@@ -82,18 +94,26 @@ test.serial("rotate-secret replaces the secret and disable/enable switch the cli
     "--provider",
     provider.providerId,
   );
+  const products = async (token: string) =>
+    (await rest(server.baseUrl, "GET", PRODUCTS, undefined, { authorization: `Bearer ${token}` })).status;
+  const beforeRotation = await accessToken(server.baseUrl, client.clientId, client.clientSecret);
+  t.is(await products(beforeRotation), 200);
   const rotated = await cli(databaseUrl, "clients", "rotate-secret", client.clientId);
   t.not(rotated.clientSecret, client.clientSecret);
   t.is((await requestToken(server.baseUrl, client.clientId, client.clientSecret)).status, 401);
-  t.is((await requestToken(server.baseUrl, client.clientId, rotated.clientSecret)).status, 200);
+  t.is(await products(beforeRotation), 401, "tokens issued before the rotation are revoked");
+  const beforeDisable = await accessToken(server.baseUrl, client.clientId, rotated.clientSecret);
+  t.is(await products(beforeDisable), 200);
 
   const disabled = await cli(databaseUrl, "clients", "disable", client.clientId);
   t.true(disabled.disabled);
   const refused = await requestToken(server.baseUrl, client.clientId, rotated.clientSecret);
   t.is(refused.status, 401);
   t.is(refused.body.error, "invalid_client");
+  t.is(await products(beforeDisable), 401);
   await cli(databaseUrl, "clients", "enable", client.clientId);
-  t.is((await requestToken(server.baseUrl, client.clientId, rotated.clientSecret)).status, 200);
+  t.is(await products(beforeDisable), 401, "enabling again does not revive tokens issued before the disable");
+  t.is(await products(await accessToken(server.baseUrl, client.clientId, rotated.clientSecret)), 200);
 });
 
 test.serial("keys rotate puts a new key in the JWKS and old tokens keep working", async (t) => {
@@ -129,4 +149,57 @@ test("bad input answers a usage error with exit code 2", async (t) => {
   t.regex(unknown.stderr, /usage/);
   const missing = await cliFailure(databaseUrl, "clients", "disable", "no-such-client");
   t.is(missing.code, 2);
+});
+
+test.serial("unknown or extra arguments and options answer a usage error and change nothing", async (t) => {
+  const { databaseUrl } = t.context;
+  const keys = () => scalar(t, "SELECT COUNT(*) AS n FROM signing_keys");
+  const keysBefore = await keys();
+  for (const args of [
+    ["keys", "rotate", "extra", "--x"],
+    ["keys", "rotate", "extra"],
+    ["keys", "rotate", "--x"],
+    ["keys", "rotate", "--name", "k"],
+  ]) {
+    const failure = await cliFailure(databaseUrl, ...args);
+    t.is(failure.code, 2, args.join(" "));
+    t.regex(failure.stderr, /usage: .*keys rotate/, args.join(" "));
+  }
+  t.is(await keys(), keysBefore, "no key was made");
+
+  const provider = await cli(databaseUrl, "providers", "create", "--name", "Strict Vendor");
+  const client = await cli(
+    databaseUrl,
+    ...["clients", "create", "--name", "strict", "--scopes", "catalog:read", "--provider", provider.providerId],
+  );
+  for (const args of [
+    ["clients", "disable", client.clientId, "extra"],
+    ["clients", "disable", client.clientId, "--force"],
+    ["clients", "rotate-secret", client.clientId, client.clientId],
+    ["clients", "list", "--provider", provider.providerId, "--all"],
+    ["clients", "create", "--name", "a", "--name", "b", "--scopes", "catalog:read", "--provider", provider.providerId],
+    ["providers", "list", "extra"],
+  ]) {
+    t.is((await cliFailure(databaseUrl, ...args)).code, 2, args.join(" "));
+  }
+  const [listed] = await cli(databaseUrl, "clients", "list", "--provider", provider.providerId);
+  t.like(listed, { clientId: client.clientId, name: "strict", disabled: false });
+});
+
+test.serial("a name longer than the API's 255 characters is a usage error; 255 are accepted", async (t) => {
+  const { databaseUrl } = t.context;
+  const provider = await cli(databaseUrl, "providers", "create", "--name", "Named Vendor");
+  const create = (name: string) =>
+    ["clients", "create", "--name", name, "--scopes", "catalog:read", "--provider", provider.providerId] as const;
+  const tooLong = await cliFailure(databaseUrl, ...create("é".repeat(256)));
+  t.is(tooLong.code, 2, tooLong.stderr);
+  t.regex(tooLong.stderr, /--name must be at most 255 characters/);
+  t.is((await cliFailure(databaseUrl, "providers", "create", "--name", "x".repeat(256))).code, 2);
+  const clientsOf = () =>
+    scalar(t, "SELECT COUNT(*) AS n FROM oauth_clients WHERE provider_id = ?", [provider.providerId]);
+  t.is(Number(await clientsOf()), 0);
+
+  const longest = await cli(databaseUrl, ...create("é".repeat(255)));
+  t.is(longest.name, "é".repeat(255));
+  t.is(Number(await clientsOf()), 1);
 });

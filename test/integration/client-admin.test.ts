@@ -1,7 +1,11 @@
+import { create } from "@bufbuild/protobuf";
+import * as grpc from "@grpc/grpc-js";
 import anyTest, { type TestFn } from "ava";
+import { ClientAdminService, SetClientEnabledRequestSchema } from "../../gen/provision/v1/client_admin_pb.js";
 import { DEFAULT_PROVIDER_ID } from "../../src/server/tenant.js";
 import { accessToken, requestToken } from "../support/auth.js";
-import { bearerWithScopes } from "../support/credentials.js";
+import { authorizationMetadata, bearerWithScopes } from "../support/credentials.js";
+import { grpcClient } from "../support/grpc-client.js";
 import { CLIENTS } from "../support/oauth-clients.js";
 import { PRODUCTS, rest } from "../support/rest.js";
 import { startTestServer, type TestServer } from "../support/test-server.js";
@@ -91,7 +95,7 @@ test("unknown scope names, no scopes and a missing or overlong name answer 400 n
   }
 });
 
-test("rotating the secret stops the old one at the token endpoint at once and answers a new one that works", async (t) => {
+test("rotating the secret stops the old one and the tokens issued with it at once, and answers a new one that works", async (t) => {
   const { server } = t.context;
   const created = await createClient(server, "to rotate", ["catalog:read"]);
   const { clientId } = created.body.client;
@@ -109,7 +113,8 @@ test("rotating the secret stops the old one at the token endpoint at once and an
   t.is(refused.body.error, "invalid_client");
   t.is((await requestToken(server.baseUrl, clientId, newSecret)).status, 200);
   const issuedBefore = await rest(server.baseUrl, "GET", PRODUCTS, undefined, { authorization: `Bearer ${before}` });
-  t.is(issuedBefore.status, 200, "tokens issued before the rotation stay valid until they expire");
+  t.is(issuedBefore.status, 401, "tokens issued before the rotation are revoked with the old secret");
+  t.regex(issuedBefore.headers.get("www-authenticate") ?? "", /error="invalid_token"/);
   t.false(JSON.stringify((await rest(server.baseUrl, "GET", `${CLIENTS}/${clientId}`)).body).includes(newSecret));
 });
 
@@ -195,4 +200,44 @@ test("a client cannot delete or disable a client with scopes it does not hold", 
   const deleted = await rest(server.baseUrl, "DELETE", `${CLIENTS}/${clientId}`, undefined, { authorization });
   t.is(deleted.status, 403);
   t.is((await requestToken(server.baseUrl, clientId, powerful.body.clientSecret)).status, 200);
+});
+
+test("SetClientEnabled without `enabled` (Connect, gRPC) is refused naming the field and changes nothing", async (t) => {
+  const { server } = t.context;
+  const created = await createClient(server, "explicit switch", ["catalog:read"]);
+  const { clientId } = created.body.client;
+  const connect = (body: unknown) =>
+    fetch(`${server.baseUrl}/provision.v1.ClientAdminService/SetClientEnabled`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: server.adminAuthorization },
+      body: JSON.stringify(body),
+    });
+
+  const refused = await connect({ clientId });
+  const error = (await refused.json()) as { code: string; message: string };
+  t.is(refused.status, 400, JSON.stringify(error));
+  t.is(error.code, "invalid_argument");
+  t.regex(error.message, /\benabled\b/);
+
+  const grpcCall = grpcClient(ClientAdminService, `127.0.0.1:${server.port}`);
+  t.teardown(() => grpcCall.close());
+  const grpcError = await grpcCall
+    .call(
+      "setClientEnabled",
+      create(SetClientEnabledRequestSchema, { clientId }),
+      authorizationMetadata(server.adminAuthorization),
+    )
+    .then(
+      () => undefined,
+      (failure: grpc.ServiceError) => failure,
+    );
+  t.is(grpcError?.code, grpc.status.INVALID_ARGUMENT, grpcError?.details);
+  t.regex(grpcError?.details ?? "", /\benabled\b/);
+
+  t.false((await rest(server.baseUrl, "GET", `${CLIENTS}/${clientId}`)).body.disabled, "still enabled");
+  t.is((await requestToken(server.baseUrl, clientId, created.body.clientSecret)).status, 200);
+
+  const disabled = await connect({ clientId, enabled: false });
+  t.is(disabled.status, 200);
+  t.true(((await disabled.json()) as { client: { disabled: boolean } }).client.disabled, "an explicit false disables");
 });

@@ -1,8 +1,9 @@
 import { randomBytes } from "node:crypto";
 import anyTest, { type TestFn } from "ava";
-import { decodeProtectedHeader, type JSONWebKeySet } from "jose";
+import { createLocalJWKSet, decodeProtectedHeader, type JSONWebKeySet, jwtVerify } from "jose";
 import mysql from "mysql2/promise";
-import { PUBLISH_BEFORE_SIGNING_MS } from "../../src/auth/key-store.js";
+import { KEY_REFRESH_MS, PUBLISH_BEFORE_SIGNING_MS } from "../../src/auth/key-store.js";
+import { runCli } from "../../src/cli/commands.js";
 import { accessToken } from "../support/auth.js";
 import { manualClock } from "../support/manual-clock.js";
 import { createClient } from "../support/oauth-clients.js";
@@ -160,4 +161,97 @@ test("an instance given another key-encryption key than the stored keys were sea
 
   const again = await start(t, { databaseUrl: database.url, env: { PROVISION_KEY_ENCRYPTION_KEY: keyEncryptionKey } });
   t.is(await productsStatus(again, await readerToken(again)), 200);
+});
+
+/** What a verifier elsewhere does with a token at `now`: check it against its JWKS copy, as jose's helpers do. */
+async function verifiesAgainst(keySet: JSONWebKeySet, token: string, now: Date): Promise<boolean> {
+  try {
+    await jwtVerify(token, createLocalJWKSet(keySet), { audience: "provision-api", typ: "at+jwt", currentDate: now });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function jwksOf(server: TestServer): Promise<JSONWebKeySet> {
+  return (await fetch(`${server.baseUrl}/.well-known/jwks.json`)).json() as Promise<JSONWebKeySet>;
+}
+
+test("keys rotate run on a machine whose clock is 15 minutes behind leaves every token verifying", async (t) => {
+  const database = await sharedDatabase(t);
+  const clock = manualClock();
+  const server = await start(t, { databaseUrl: database.url, clock });
+  const reader = await createClient(server.baseUrl, ["catalog:read"]);
+  clock.advance(60_000);
+  const before = await readerToken(server, reader);
+  const oldKid = kidOf(before);
+
+  // The operator's command, run in-process with the clock of a machine 15 minutes behind the service's.
+  const behind = { now: () => new Date(clock.now().getTime() - 15 * 60_000) };
+  const output: string[] = [];
+  const code = await runCli(["keys", "rotate"], {
+    env: { DATABASE_URL: database.url },
+    clock: behind,
+    stdout: { write: (text: string) => output.push(text) },
+    stderr: { write: (text: string) => output.push(text) },
+  });
+  t.is(code, 0, output.join(""));
+  const newKid = JSON.parse(output.join("")).kid as string;
+
+  // The service publishes the key on its own clock once it loads it, and signs with the old one meanwhile.
+  clock.advance(KEY_REFRESH_MS + 1);
+  const during = await readerToken(server, reader);
+  t.is(kidOf(during), oldKid, "the new key does not sign before it has been published long enough");
+  t.deepEqual(await kids(server), [oldKid, newKid].sort(), "both keys are published");
+  clock.advance(PUBLISH_BEFORE_SIGNING_MS);
+  const after = await readerToken(server, reader);
+  t.is(kidOf(after), newKid);
+
+  const keySet = await jwksOf(server);
+  for (const [what, token] of [
+    ["issued before the rotation", before],
+    ["issued while the new key was being published", during],
+    ["signed with the new key", after],
+  ]) {
+    t.is(await productsStatus(server, token), 200, what);
+    t.true(await verifiesAgainst(keySet, token, clock.now()), `${what}: its kid is in the JWKS`);
+  }
+});
+
+test("a verifier that caches the JWKS for its max-age never meets a token signed by a key missing from its copy", async (t) => {
+  const database = await sharedDatabase(t);
+  const clock = manualClock();
+  const signer = await start(t, { databaseUrl: database.url, clock });
+  const asked = await start(t, { databaseUrl: database.url, clock });
+  const reader = await createClient(signer.baseUrl, ["catalog:read"]);
+  const oldKid = kidOf(await readerToken(signer, reader));
+
+  // The worst case: a key is published just after the instance the verifier asks loaded its key set, and the
+  // verifier fetches that instance's JWKS just before the instance looks for new keys again.
+  const newKid = await signer.app.keys.rotate();
+  clock.advance(KEY_REFRESH_MS);
+  const response = await fetch(`${asked.baseUrl}/.well-known/jwks.json`);
+  const maxAge = Number(/(?:^|,)\s*max-age=(\d+)/.exec(response.headers.get("cache-control") ?? "")?.[1]);
+  t.true(maxAge > 0, response.headers.get("cache-control") ?? "no Cache-Control");
+  const cached = (await response.json()) as JSONWebKeySet;
+  t.deepEqual(
+    cached.keys.map((key) => key.kid),
+    [oldKid],
+    "the copy predates the new key",
+  );
+
+  // Up to the last moment the copy may be used, every instance signs with a key in it.
+  clock.advance(maxAge * 1000 - 1);
+  for (const server of [signer, asked]) {
+    const token = await readerToken(server, reader);
+    t.true(await verifiesAgainst(cached, token, clock.now()), `kid ${kidOf(token)} is in the cached copy`);
+  }
+
+  // Once the copy is stale the verifier fetches again; by the time the new key signs, every copy has it.
+  const refreshed = await jwksOf(asked);
+  t.true(refreshed.keys.some((key) => key.kid === newKid));
+  clock.advance(PUBLISH_BEFORE_SIGNING_MS - KEY_REFRESH_MS - maxAge * 1000 + 1);
+  const token = await readerToken(asked, reader);
+  t.is(kidOf(token), newKid);
+  t.true(await verifiesAgainst(refreshed, token, clock.now()));
 });

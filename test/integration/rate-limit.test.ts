@@ -1,6 +1,7 @@
 import { randomInt } from "node:crypto";
 import http from "node:http";
 import anyTest, { type ExecutionContext, type TestFn } from "ava";
+import mysql from "mysql2/promise";
 import { createClient as createRedisClient } from "redis";
 import { requestToken } from "../support/auth.js";
 import { createClient } from "../support/oauth-clients.js";
@@ -50,6 +51,34 @@ test("wrong secrets for one client are limited across instances, then even the r
   assertRateLimited(t, await requestToken(second.baseUrl, client.clientId, client.clientSecret));
 });
 
+test("wrong secrets racing at once across instances: exactly the limit of them are checked, the rest answer 429", async (t) => {
+  const { first, second } = t.context;
+  const client = await createClient(first.baseUrl, ["catalog:read"]);
+  const responses = await Promise.all(
+    Array.from({ length: 60 }, (_, attempt) =>
+      requestToken((attempt % 2 === 0 ? first : second).baseUrl, client.clientId, `wrong-${attempt}`),
+    ),
+  );
+  const statuses = responses.map((response) => response.status);
+  t.is(statuses.filter((status) => status === 401).length, PER_CLIENT, statuses.join(" "));
+  t.is(statuses.filter((status) => status === 429).length, 60 - PER_CLIENT, statuses.join(" "));
+  for (const response of responses.filter((candidate) => candidate.status === 429)) assertRateLimited(t, response);
+  assertRateLimited(t, await requestToken(first.baseUrl, client.clientId, client.clientSecret));
+});
+
+test("successes between failures use none of the limit: exactly the limit of wrong secrets is answered 401", async (t) => {
+  const { first, second } = t.context;
+  const client = await createClient(first.baseUrl, ["catalog:read"]);
+  const servers = [first, second];
+  for (let attempt = 0; attempt < PER_CLIENT - 1; attempt++) {
+    t.is((await requestToken(servers[attempt % 2].baseUrl, client.clientId, "wrong")).status, 401);
+    t.is((await requestToken(servers[(attempt + 1) % 2].baseUrl, client.clientId, client.clientSecret)).status, 200);
+  }
+  t.is((await requestToken(second.baseUrl, client.clientId, "wrong")).status, 401, `wrong secret ${PER_CLIENT}`);
+  assertRateLimited(t, await requestToken(first.baseUrl, client.clientId, "wrong"));
+  assertRateLimited(t, await requestToken(second.baseUrl, client.clientId, client.clientSecret));
+});
+
 test("successful requests never count toward a client's limit", async (t) => {
   const { first, second } = t.context;
   const client = await createClient(first.baseUrl, ["catalog:read"]);
@@ -95,7 +124,8 @@ test("once the window ends the right secret gets a token again", async (t) => {
   const redis = createRedisClient({ url: TEST_REDIS_URL });
   await redis.connect();
   t.teardown(() => redis.close());
-  const windowKey = `provision:{rate:token:failures:${client.clientId}:127.0.0.1}`;
+  const windowKey = `provision:{rate:token:attempts:${client.clientId}:127.0.0.1}`;
+  // Every request of the window was counted as an attempt; none succeeded.
   t.true((await redis.pTTL(windowKey)) > 0, "the window is the Redis key the coordinator counts in");
   await redis.del(windowKey);
   t.is((await requestToken(second.baseUrl, client.clientId, client.clientSecret)).status, 200);
@@ -160,4 +190,34 @@ test("with TOKEN_RATE_LIMIT_PER_ADDRESS at 3 the fourth request from one address
   t.is(refused.headers["content-type"], "application/problem+json");
   t.regex(String(refused.headers["retry-after"]), /^[1-9]\d*$/);
   t.is((await tokenRequestFrom(server, other)).status, 200);
+});
+
+test("a client id differing from a stored one only by trailing spaces is refused and shares that client's limit", async (t) => {
+  const database = await createTestDatabase();
+  t.teardown(() => database.drop());
+  const server = await startTestServer({
+    databaseUrl: database.url,
+    env: { TOKEN_RATE_LIMIT_PER_CLIENT: String(PER_CLIENT) },
+  });
+  t.teardown(() => server.close());
+  // The collation columns.ts falls back to where no NO PAD one exists (MySQL 5.7): 'id' = 'id ' there.
+  const connection = await mysql.createConnection({ uri: database.url });
+  t.teardown(() => connection.end());
+  await connection.query(
+    "ALTER TABLE oauth_clients MODIFY client_id VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL",
+  );
+  const client = await createClient(server.baseUrl, ["catalog:read"]);
+
+  const aliased = await requestToken(server.baseUrl, `${client.clientId} `, client.clientSecret);
+  t.is(aliased.status, 401, JSON.stringify(aliased.body));
+  t.is(aliased.body.error, "invalid_client");
+  t.is(aliased.body.access_token, undefined);
+
+  // That refusal was one wrong attempt; spellings with more spaces are counted under the same client.
+  for (let spaces = 2; spaces <= PER_CLIENT; spaces++) {
+    const { status } = await requestToken(server.baseUrl, client.clientId + " ".repeat(spaces), "wrong");
+    t.is(status, 401, `${spaces} trailing spaces`);
+  }
+  assertRateLimited(t, await requestToken(server.baseUrl, `${client.clientId}   `, "wrong"));
+  assertRateLimited(t, await requestToken(server.baseUrl, client.clientId, client.clientSecret));
 });

@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import anyTest, { type TestFn } from "ava";
 import { createLocalJWKSet, decodeJwt, decodeProtectedHeader, type JSONWebKeySet, jwtVerify } from "jose";
 import { IdentityRepository } from "../../src/auth/identity-repository.js";
-import { hashSecret } from "../../src/auth/secrets.js";
+import { hashSecret, newTokenGeneration } from "../../src/auth/secrets.js";
 import { DEFAULT_PROVIDER_ID } from "../../src/server/tenant.js";
 import { requestToken } from "../support/auth.js";
 import { manualClock } from "../support/manual-clock.js";
@@ -69,6 +69,7 @@ test("HTTP Basic gets a token with id and secret form-urlencoded before base64",
     scopes: "catalog:read",
     secretHash: await hashSecret(clientSecret),
     disabled: false,
+    tokenGeneration: newTokenGeneration(),
     createdAt: new Date(),
     lastUsedAt: null,
   });
@@ -255,6 +256,44 @@ test("without a scope parameter the token carries every granted scope", async (t
   t.is(status, 200, JSON.stringify(body));
   t.is(body.scope, "catalog:* entitlements:read");
   t.is(decodeJwt(body.access_token).scope, "catalog:* entitlements:read");
+});
+
+test("parameters sent without a value count as omitted (RFC 6749 §3.1): an empty scope gets every granted scope", async (t) => {
+  const { server } = t.context;
+  const client = await createClient(server.baseUrl, ["catalog:*", "entitlements:read"]);
+  for (const body of [
+    `grant_type=client_credentials&client_id=${client.clientId}&client_secret=${client.clientSecret}&scope=`,
+    `grant_type=client_credentials&client_id=${client.clientId}&client_secret=${client.clientSecret}&scope`,
+  ]) {
+    const response = await postToken(server.baseUrl, new URLSearchParams(body));
+    t.is(response.status, 200, `${body.replace(client.clientSecret, "…")}: ${JSON.stringify(response.body)}`);
+    t.is(response.body.scope, "catalog:* entitlements:read");
+    t.is(decodeJwt(response.body.access_token).scope, "catalog:* entitlements:read");
+  }
+  const noGrant = await postToken(server.baseUrl, { grant_type: "", ...credentials(client) });
+  assertOAuthError(t, noGrant, 400, "invalid_request");
+});
+
+test("HTTP Basic with an empty client_id or client_secret in the form is no second authentication", async (t) => {
+  const { server } = t.context;
+  const client = await createClient(server.baseUrl, ["catalog:read"]);
+  const authorization = basicCredentials(client.clientId, client.clientSecret);
+  const extras: Record<string, string>[] = [
+    { client_id: "" },
+    { client_secret: "" },
+    { client_id: "", client_secret: "" },
+  ];
+  for (const extra of extras) {
+    const response = await postToken(server.baseUrl, { grant_type: "client_credentials", ...extra }, { authorization });
+    t.is(response.status, 200, `${JSON.stringify(extra)}: ${JSON.stringify(response.body)}`);
+    t.is(decodeJwt(response.body.access_token).sub, client.clientId);
+  }
+  const conflicting = await postToken(
+    server.baseUrl,
+    { grant_type: "client_credentials", client_secret: client.clientSecret },
+    { authorization },
+  );
+  assertOAuthError(t, conflicting, 400, "invalid_request");
 });
 
 test("a token narrowed to catalog:read reads products but may not create one", async (t) => {

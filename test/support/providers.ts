@@ -1,6 +1,6 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { IdentityRepository } from "../../src/auth/identity-repository.js";
-import { hashSecret } from "../../src/auth/secrets.js";
+import { hashSecret, newTokenGeneration } from "../../src/auth/secrets.js";
 import type { TestServer } from "./test-server.js";
 
 export interface ProviderClient {
@@ -24,6 +24,7 @@ export async function createProviderWithClient(server: TestServer, scopes = "*")
     scopes,
     secretHash: await hashSecret(clientSecret),
     disabled: false,
+    tokenGeneration: newTokenGeneration(),
     createdAt: new Date(),
     lastUsedAt: null,
   });

@@ -6,7 +6,7 @@ import type { Clock } from "../../src/platform/clock.js";
 import { loadConfig } from "../../src/platform/config.js";
 import { createLogger } from "../../src/platform/logger.js";
 import { type ListenOptions, listen, type RunningServer } from "../../src/server/http-server.js";
-import { DEFAULT_PROVIDER_ID } from "../../src/server/tenant.js";
+import { mintAccessToken } from "./credentials.js";
 import { defaultAuthorization } from "./rest.js";
 
 export const TEST_DATABASE_URL = process.env.TEST_DATABASE_URL ?? "mysql://root@127.0.0.1:3306/test";
@@ -105,11 +105,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     throw error;
   }
   const baseUrl = options.tls ? `https://localhost:${server.port}` : `http://127.0.0.1:${server.port}`;
-  const adminToken = await app.tokens.issue({
-    clientId: admin.clientId,
-    providerId: DEFAULT_PROVIDER_ID,
-    scopes: ["*"],
-  });
+  const adminToken = await mintAccessToken(app, admin.clientId, ["*"]);
   const adminAuthorization = `Bearer ${adminToken}`;
   defaultAuthorization.set(baseUrl, adminAuthorization);
   return {

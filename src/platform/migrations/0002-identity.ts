@@ -22,6 +22,8 @@ export class IdentitySchema1763827200000 implements MigrationInterface {
           c.text("scopes"),
           c.string("secret_hash", 255),
           c.boolean("disabled"),
+          // Random; replaced when the client is disabled or its secret rotated. Tokens carry it (claim `gen`).
+          c.code("token_generation", 32),
           c.datetime("created_at"),
           c.datetime("last_used_at", true),
         ],
@@ -41,12 +43,16 @@ export class IdentitySchema1763827200000 implements MigrationInterface {
         name: "signing_keys",
         columns: [
           { ...c.code("kid", 64), isPrimary: true },
+          // Insertion order, given by the database (MAX + 1 under the signing-keys lock): never a caller's clock.
+          c.int("seq"),
           c.string("algorithm", 16),
           c.text("public_jwk"),
           c.text("private_jwk"),
-          c.datetime("created_at"),
+          // Stamped by the first service instance that loads the key, with its own clock; null until then.
+          c.datetime("published_at", true),
           c.datetime("retired_at", true),
         ],
+        uniques: [{ name: "uq_signing_keys_seq", columnNames: ["seq"] }],
       }),
     );
     await queryRunner.query("INSERT INTO providers (id, name, created_at) VALUES (?, ?, ?)", [

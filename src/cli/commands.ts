@@ -1,0 +1,269 @@
+import { randomUUID } from "node:crypto";
+import { parseArgs } from "node:util";
+import type { DataSource } from "typeorm";
+import { openDatabase } from "../app.js";
+import { toClient } from "../auth/client-admin-service.js";
+import type { ClientRow } from "../auth/entities.js";
+import { IdentityRepository } from "../auth/identity-repository.js";
+import { addSigningKey, KEY_REFRESH_MS, PUBLISH_BEFORE_SIGNING_MS } from "../auth/key-store.js";
+import { isValidScope, parseScopeList } from "../auth/scopes.js";
+import { generateClientSecret, hashSecret, newTokenGeneration } from "../auth/secrets.js";
+import { type Clock, systemClock } from "../platform/clock.js";
+import { type Config, ConfigError, loadConfig } from "../platform/config.js";
+import { migrate } from "../platform/database.js";
+import { isUuid } from "../platform/validation.js";
+
+/** The longest provider or client name, as the API and the database have it. */
+const NAME_MAX_CHARACTERS = 255;
+
+class UsageError extends Error {}
+
+interface CommandContext {
+  identity: IdentityRepository;
+  config: Config;
+  clock: Clock;
+  /** The command's options, each given at most once. */
+  options: Record<string, string | undefined>;
+  /** The command's positional arguments, exactly as many as it names. */
+  positionals: string[];
+}
+
+interface Command {
+  usage: string;
+  /** Its options (all take a value); any other option is a usage error. */
+  options?: string[];
+  /** Names of its positional arguments, all required; any more is a usage error. */
+  positionals?: string[];
+  run(context: CommandContext): Promise<unknown>;
+}
+
+const COMMANDS: Record<string, Command> = {
+  "providers create": {
+    usage: "providers create --name NAME",
+    options: ["name"],
+    async run({ identity, clock, options }) {
+      const row = { id: randomUUID(), name: requiredName(options), createdAt: clock.now() };
+      await identity.insertProvider(row);
+      return { providerId: row.id, name: row.name, createdAt: row.createdAt.toISOString() };
+    },
+  },
+
+  "providers list": {
+    usage: "providers list",
+    async run({ identity }) {
+      return (await identity.listProviders()).map((row) => ({
+        providerId: row.id,
+        name: row.name,
+        createdAt: row.createdAt.toISOString(),
+      }));
+    },
+  },
+
+  "clients create": {
+    usage: 'clients create --name NAME --scopes "catalog:*,entitlements:read" [--provider ID]',
+    options: ["name", "scopes", "provider"],
+    async run({ identity, clock, options }) {
+      const name = requiredName(options);
+      const scopes = parseScopeList(required(options, "scopes"));
+      const invalid = scopes.filter((scope) => !isValidScope(scope));
+      if (scopes.length === 0 || invalid.length > 0) {
+        throw new UsageError(
+          `--scopes must list scopes of the catalog; not valid: ${invalid.join(" ") || "(none given)"}`,
+        );
+      }
+      const providerId = await providerFor(identity, options.provider);
+      const clientSecret = generateClientSecret();
+      const row: ClientRow = {
+        clientId: randomUUID(),
+        providerId,
+        name,
+        scopes: scopes.join(" "),
+        secretHash: await hashSecret(clientSecret),
+        disabled: false,
+        tokenGeneration: newTokenGeneration(),
+        createdAt: clock.now(),
+        lastUsedAt: null,
+      };
+      await identity.insertClient(row);
+      return { ...clientJson(row), clientSecret };
+    },
+  },
+
+  "clients list": {
+    usage: "clients list [--provider ID]",
+    options: ["provider"],
+    async run({ identity, options }) {
+      const { rows } = await identity.listClients(options.provider, 0, 10_000);
+      return rows.map(clientJson);
+    },
+  },
+
+  "clients rotate-secret": {
+    usage: "clients rotate-secret CLIENT_ID",
+    positionals: ["CLIENT_ID"],
+    async run({ identity, positionals }) {
+      const row = await existingClient(identity, positionals[0]);
+      const clientSecret = generateClientSecret();
+      // A new token generation with the new secret: tokens issued before are refused from now on.
+      await identity.updateClient(row.clientId, {
+        secretHash: await hashSecret(clientSecret),
+        tokenGeneration: newTokenGeneration(),
+      });
+      return { ...clientJson(row), clientSecret };
+    },
+  },
+
+  "clients disable": {
+    usage: "clients disable CLIENT_ID",
+    positionals: ["CLIENT_ID"],
+    async run({ identity, positionals }) {
+      const row = await existingClient(identity, positionals[0]);
+      // A new token generation: enabling the client again does not revive its tokens.
+      await identity.updateClient(row.clientId, { disabled: true, tokenGeneration: newTokenGeneration() });
+      return clientJson({ ...row, disabled: true });
+    },
+  },
+
+  "clients enable": {
+    usage: "clients enable CLIENT_ID",
+    positionals: ["CLIENT_ID"],
+    async run({ identity, positionals }) {
+      const row = await existingClient(identity, positionals[0]);
+      await identity.updateClient(row.clientId, { disabled: false });
+      return clientJson({ ...row, disabled: false });
+    },
+  },
+
+  "keys rotate": {
+    usage: "keys rotate",
+    async run({ identity, config }) {
+      // No clock of this machine goes into the key: the running service publishes it on its own clock.
+      const kid = await addSigningKey(identity, config.auth.keyEncryptionKey);
+      return {
+        kid,
+        note:
+          `running instances publish this key within ${KEY_REFRESH_MS / 1000} s and sign with it ` +
+          `${PUBLISH_BEFORE_SIGNING_MS / 1000} s after that; tokens signed before stay valid until they expire`,
+      };
+    },
+  },
+};
+
+const USAGE = `usage: npm run cli -- <command>
+${Object.values(COMMANDS)
+  .map((command) => `  ${command.usage}`)
+  .join("\n")}
+Every command uses DATABASE_URL (as the server does) and prints JSON.`;
+
+function clientJson(row: ClientRow) {
+  const client = toClient(row);
+  return {
+    clientId: client.clientId,
+    providerId: client.providerId,
+    name: client.name,
+    scopes: client.scopes,
+    disabled: client.disabled,
+    createdAt: row.createdAt.toISOString(),
+    lastUsedAt: row.lastUsedAt?.toISOString() ?? null,
+  };
+}
+
+async function providerFor(identity: IdentityRepository, providerId: string | undefined): Promise<string> {
+  if (providerId) {
+    if (!isUuid(providerId) || !(await identity.findProvider(providerId.toLowerCase()))) {
+      throw new UsageError(`no provider ${providerId}`);
+    }
+    return providerId.toLowerCase();
+  }
+  const providers = await identity.listProviders();
+  if (providers.length !== 1) throw new UsageError("there are several providers: name one with --provider ID");
+  return providers[0].id;
+}
+
+/** The client of exactly this id (a database comparing ids loosely must not turn `id ` into `id`). */
+async function existingClient(identity: IdentityRepository, clientId: string): Promise<ClientRow> {
+  const row = await identity.findClient(clientId);
+  if (!row || row.clientId !== clientId) throw new UsageError(`no client ${clientId}`);
+  return row;
+}
+
+function required(options: Record<string, string | undefined>, name: string): string {
+  const value = options[name];
+  if (!value) throw new UsageError(`--${name} is required`);
+  return value;
+}
+
+function requiredName(options: Record<string, string | undefined>): string {
+  const name = required(options, "name");
+  if ([...name].length > NAME_MAX_CHARACTERS) {
+    throw new UsageError(`--name must be at most ${NAME_MAX_CHARACTERS} characters`);
+  }
+  return name;
+}
+
+/** The command's options and positionals; a usage error for anything it does not take. */
+function parseCommand(command: Command, args: string[]): Pick<CommandContext, "options" | "positionals"> {
+  let parsed: ReturnType<typeof parseArgs>;
+  try {
+    parsed = parseArgs({
+      args,
+      options: Object.fromEntries((command.options ?? []).map((name) => [name, { type: "string", multiple: true }])),
+      allowPositionals: true,
+      strict: true,
+    });
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+  const options: Record<string, string | undefined> = {};
+  for (const [name, values] of Object.entries(parsed.values)) {
+    const list = values as string[];
+    if (list.length > 1) throw new UsageError(`--${name} is given more than once`);
+    options[name] = list[0]?.trim() || undefined;
+  }
+  const expected = command.positionals ?? [];
+  const { positionals } = parsed;
+  if (positionals.length > expected.length) {
+    throw new UsageError(`unexpected argument ${JSON.stringify(positionals[expected.length])}`);
+  }
+  if (positionals.length < expected.length) throw new UsageError(`name the ${expected[positionals.length]}`);
+  return { options, positionals };
+}
+
+export interface CliIo {
+  env: NodeJS.ProcessEnv;
+  /** The clock of the machine the command runs on; only names' creation times come from it. */
+  clock: Clock;
+  stdout: { write(text: string): unknown };
+  stderr: { write(text: string): unknown };
+}
+
+/** Runs one operator command; answers the exit code: 0 done, 1 failed, 2 usage or configuration error. */
+export async function runCli(argv: string[], io: Partial<CliIo> = {}): Promise<number> {
+  const { env = process.env, clock = systemClock, stdout = process.stdout, stderr = process.stderr } = io;
+  const [group, action, ...args] = argv;
+  const command = COMMANDS[`${group} ${action}`];
+  if (!command) {
+    stderr.write(`${USAGE}\n`);
+    return 2;
+  }
+  let dataSource: DataSource | undefined;
+  try {
+    const parsed = parseCommand(command, args);
+    const config = loadConfig(env);
+    dataSource = openDatabase(config);
+    await dataSource.initialize();
+    await migrate(dataSource);
+    const result = await command.run({ identity: new IdentityRepository(dataSource), config, clock, ...parsed });
+    stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+    return 0;
+  } catch (error) {
+    if (error instanceof UsageError) {
+      stderr.write(`${error.message}\nusage: npm run cli -- ${command.usage}\n`);
+      return 2;
+    }
+    stderr.write(`${(error as Error).message}\n`);
+    return error instanceof ConfigError ? 2 : 1;
+  } finally {
+    if (dataSource?.isInitialized) await dataSource.destroy();
+  }
+}
