@@ -1,10 +1,10 @@
 import { randomUUID } from "node:crypto";
-import { createRouterTransport } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import type { DataSource } from "typeorm";
 import { AccessTokens } from "./auth/access-tokens.js";
 import { authInterceptor, createAuthorizer } from "./auth/auth-interceptor.js";
 import { type BootstrapOutcome, bootstrapIdentity } from "./auth/bootstrap.js";
+import { ClientStates } from "./auth/client-states.js";
 import { createDiscoveryEndpoints } from "./auth/discovery.js";
 import { identityEntities } from "./auth/entities.js";
 import { IdentityRepository } from "./auth/identity-repository.js";
@@ -16,16 +16,19 @@ import { type Clock, systemClock } from "./platform/clock.js";
 import type { Config } from "./platform/config.js";
 import type { Coordinator } from "./platform/coordinator.js";
 import { createDataSource, migrate, pingDatabase } from "./platform/database.js";
+import { type InvalidationBus, MemoryInvalidationBus } from "./platform/invalidation-bus.js";
 import type { Logger } from "./platform/logger.js";
 import { MemoryCoordinator } from "./platform/memory-coordinator.js";
 import { migrations } from "./platform/migrations/index.js";
 import { RedisCoordinator } from "./platform/redis-coordinator.js";
+import { RedisInvalidationBus } from "./platform/redis-invalidation-bus.js";
 import { errorInterceptor } from "./server/error-interceptor.js";
 import type { RequestHandler } from "./server/http-server.js";
+import { createInProcessInvoker } from "./server/in-process-rpc.js";
 import { answerUnknownRpc, createRequestHandler } from "./server/request-handler.js";
 import { createRestHandler, type NodeResponse } from "./server/rest/rest-handler.js";
 import { RouteTable, routesFromAnnotations } from "./server/rest/route-table.js";
-import { ALL_SERVICES, registerServices } from "./services.js";
+import { ALL_SERVICES, implementServices, registerServices } from "./services.js";
 
 export interface App {
   handler: RequestHandler;
@@ -44,6 +47,13 @@ export interface AppOptions {
 
 export function openDatabase(config: Config): DataSource {
   return createDataSource(config.database, [...catalogEntities, ...identityEntities], migrations);
+}
+
+/** Redis pub/sub when the coordinator is Redis; in-process otherwise. */
+export async function connectInvalidationBus(config: Config, logger: Logger): Promise<InvalidationBus> {
+  return config.coordinator.kind === "redis"
+    ? RedisInvalidationBus.connect(config.coordinator.url, logger)
+    : new MemoryInvalidationBus();
 }
 
 export async function connectCoordinator(config: Config, logger: Logger, clock: Clock): Promise<Coordinator> {
@@ -65,46 +75,54 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
   } catch (error) {
     throw new Error(`DATABASE_URL is unreachable: ${(error as Error).message}`);
   }
-  const identity = new IdentityRepository(dataSource);
+  let clients: ClientStates | undefined;
+  const identity = new IdentityRepository(dataSource, async (clientId) => {
+    await clients?.changed(clientId).catch((error: Error) => {
+      logger.warn({ err: { message: error.message }, clientId }, "could not tell other instances of a client change");
+    });
+  });
   const keys = new KeyStore(identity, clock, config.auth.keyEncryptionKey, config.auth.accessTokenTtlSeconds);
   let coordinator: Coordinator | undefined;
+  let bus: InvalidationBus | undefined;
   try {
     coordinator = await connectCoordinator(config, logger, clock);
+    bus = await connectInvalidationBus(config, logger);
+    clients = await ClientStates.create((clientId) => identity.findClient(clientId), bus, clock);
     const applied = await migrate(dataSource);
     if (applied.length > 0) logger.info({ migrations: applied }, "applied database migrations");
     await keys.initialize();
   } catch (error) {
+    await bus?.close().catch(() => undefined);
     await coordinator?.close().catch(() => undefined);
     await dataSource.destroy();
     throw error;
   }
 
   const tokens = new AccessTokens(keys, clock, config.auth.issuer, config.auth.accessTokenTtlSeconds);
-  const routes = registerServices({
+  const implementations = implementServices({
     repository: new CatalogRepository(dataSource),
     identity,
     clock,
     newId: randomUUID,
   });
-  const authOptions = { tokens, repository: identity };
-  const routerOptions = {
-    interceptors: [errorInterceptor(logger), authInterceptor(authOptions)],
+  const authOptions = { tokens, clients };
+  const interceptors = [errorInterceptor(logger), authInterceptor(authOptions)];
+  const rpc = connectNodeAdapter({
+    interceptors,
     readMaxBytes: config.bodyLimitBytes,
     jsonOptions: { alwaysEmitImplicit: true, enumAsInteger: true, ignoreUnknownFields: true },
-  };
-  const rpc = connectNodeAdapter({
-    ...routerOptions,
-    routes,
+    routes: registerServices(implementations),
     fallback: (request, response) => answerUnknownRpc(request, response as NodeResponse),
   });
   const rest = createRestHandler({
     routes: new RouteTable(routesFromAnnotations(ALL_SERVICES)),
-    transport: createRouterTransport(routes, { router: routerOptions }),
+    invoke: createInProcessInvoker(implementations, interceptors),
     bodyLimitBytes: config.bodyLimitBytes,
     logger,
     authorize: createAuthorizer(authOptions),
   });
   const readyCoordinator = coordinator;
+  const readyBus = bus;
   const handler = createRequestHandler({
     logger,
     rpc,
@@ -121,11 +139,12 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
       ...createDiscoveryEndpoints(config.auth.issuer, keys),
     },
     checkReadiness: async () => {
-      await withTimeout(pingDatabase(dataSource), "database");
-      await withTimeout(readyCoordinator.ping(), "coordinator");
+      await withTimeout(pingDatabase(dataSource), "database", logger);
+      await withTimeout(readyCoordinator.ping(), "coordinator", logger);
     },
   });
   const close = async () => {
+    await readyBus.close();
     await readyCoordinator.close();
     await dataSource.destroy();
   };
@@ -140,12 +159,14 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
   return { handler, dataSource, coordinator, keys, tokens, bootstrap, close };
 }
 
-async function withTimeout(check: Promise<void>, what: string): Promise<void> {
+/** Fails naming the dependency only: its own error goes to the log, not to whoever asks the probe. */
+async function withTimeout(check: Promise<void>, what: string, logger: Logger): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
   try {
     await Promise.race([
       check.catch((error: Error) => {
-        throw new Error(`${what} is unreachable: ${error.message}`);
+        logger.warn({ err: { message: error.message }, dependency: what }, "readiness check failed");
+        throw new Error(`${what} is unreachable`);
       }),
       new Promise<never>((_, reject) => {
         timer = setTimeout(() => reject(new Error(`${what} did not answer within 2 s`)), 2000);

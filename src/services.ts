@@ -10,6 +10,7 @@ import { UsageService } from "../gen/provision/v1/usage_pb.js";
 import { WebhookService } from "../gen/provision/v1/webhook_pb.js";
 import { type ClientAdminDependencies, createClientAdminService } from "./auth/client-admin-service.js";
 import { type CatalogDependencies, createCatalogService } from "./catalog/catalog-service.js";
+import { implementation, type ServiceImplementation } from "./server/in-process-rpc.js";
 
 /** Every service of the contract; REST routes are read from these, and Connect/gRPC serve them. */
 export const ALL_SERVICES: DescService[] = [
@@ -26,17 +27,20 @@ export const ALL_SERVICES: DescService[] = [
 export type ServiceDependencies = CatalogDependencies & ClientAdminDependencies;
 
 /**
- * Registers every service. A service without an implementation yet is registered empty: connect answers
- * each of its RPCs with `unimplemented` (HTTP 501 on REST), visibly.
+ * Every service with its implementation. A service without an implementation yet has an empty one: each of
+ * its RPCs answers `unimplemented` (HTTP 501 on REST), visibly.
  */
-export function registerServices(deps: ServiceDependencies): (router: ConnectRouter) => void {
-  const catalog = createCatalogService(deps);
-  const clientAdmin = createClientAdminService(deps);
+export function implementServices(deps: ServiceDependencies): ServiceImplementation[] {
+  const implemented = new Map([
+    implementation(CatalogService, createCatalogService(deps)),
+    implementation(ClientAdminService, createClientAdminService(deps)),
+  ]);
+  return ALL_SERVICES.map((service) => [service, implemented.get(service) ?? {}]);
+}
+
+/** Registers the implementations with a Connect router (Connect, gRPC and gRPC-Web). */
+export function registerServices(implementations: ServiceImplementation[]): (router: ConnectRouter) => void {
   return (router) => {
-    router.service(CatalogService, catalog);
-    router.service(ClientAdminService, clientAdmin);
-    for (const service of ALL_SERVICES) {
-      if (service !== CatalogService && service !== ClientAdminService) router.service(service, {});
-    }
+    for (const [service, impl] of implementations) router.service(service, impl as never);
   };
 }

@@ -3,6 +3,7 @@ import { errors as joseErrors, jwtVerify, SignJWT } from "jose";
 import type { Clock } from "../platform/clock.js";
 import { DomainError } from "../platform/errors.js";
 import { CLOCK_SKEW_SECONDS, type KeyStore, TOKEN_ALGORITHM } from "./key-store.js";
+import { VerifiedTokenCache } from "./verified-token-cache.js";
 
 export const ACCESS_TOKEN_TYPE = "at+jwt";
 export const ACCESS_TOKEN_AUDIENCE = "provision-api";
@@ -17,6 +18,8 @@ export interface AccessTokenClaims {
 
 /** OAuth 2.0 access tokens as JWTs (RFC 9068) signed with the service's own key. */
 export class AccessTokens {
+  private readonly verified = new VerifiedTokenCache();
+
   constructor(
     private readonly keys: KeyStore,
     private readonly clock: Clock,
@@ -43,8 +46,20 @@ export class AccessTokens {
       .sign(privateKey);
   }
 
-  /** The claims of a valid token; an `unauthenticated` DomainError saying why otherwise. */
+  /**
+   * The claims of a valid token; an `unauthenticated` DomainError saying why otherwise. A token verified once
+   * is remembered until it expires, so its signature is checked once per instance.
+   */
   async verify(token: string): Promise<AccessTokenClaims> {
+    const nowMs = this.clock.now().getTime();
+    const remembered = this.verified.get(token, nowMs);
+    if (remembered) return remembered;
+    const { claims, expiresAt } = await this.verifySignedToken(token);
+    this.verified.set(token, claims, (expiresAt + CLOCK_SKEW_SECONDS) * 1000);
+    return claims;
+  }
+
+  private async verifySignedToken(token: string): Promise<{ claims: AccessTokenClaims; expiresAt: number }> {
     try {
       const { payload } = await jwtVerify(
         token,
@@ -65,13 +80,17 @@ export class AccessTokens {
       );
       const {
         sub,
+        exp,
         scope,
         provider_id: providerId,
         gen: generation,
-      } = payload as { sub: string; scope?: unknown; provider_id?: unknown; gen?: unknown };
+      } = payload as { sub: string; exp: number; scope?: unknown; provider_id?: unknown; gen?: unknown };
       if (typeof scope !== "string" || typeof providerId !== "string" || typeof generation !== "string")
         throw new joseErrors.JWTInvalid("missing scope, provider_id or gen claim");
-      return { clientId: sub, providerId, scopes: scope.split(" ").filter(Boolean), generation };
+      return {
+        claims: { clientId: sub, providerId, scopes: scope.split(" ").filter(Boolean), generation },
+        expiresAt: exp,
+      };
     } catch (error) {
       const expired = error instanceof joseErrors.JWTExpired;
       throw new DomainError(

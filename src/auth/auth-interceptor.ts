@@ -4,7 +4,7 @@ import { AuthMode, type AuthRequirement, auth } from "../../gen/provision/v1/aut
 import { DomainError } from "../platform/errors.js";
 import { providerIdKey } from "../server/tenant.js";
 import { type AccessTokenClaims, type AccessTokens, bearerChallenge } from "./access-tokens.js";
-import type { IdentityRepository } from "./identity-repository.js";
+import type { ClientStates } from "./client-states.js";
 import { anyCovers } from "./scopes.js";
 
 /** The client a request was authenticated as, for services that need more than the provider. */
@@ -15,9 +15,17 @@ export const clientPrincipalKey = createContextKey<AccessTokenClaims | undefined
 /** Verifies a license session token; the activation issue supplies it. */
 export type LicenseSessionVerifier = (authorization: string | null) => Promise<{ providerId: string }>;
 
+/**
+ * Set by the in-process REST call, which authorizes before it reads the body: the interceptor then takes this
+ * caller instead of checking the same credential twice.
+ */
+export const authorizedCallerKey = createContextKey<Caller | undefined>(undefined, {
+  description: "caller authorized before the call",
+});
+
 export interface AuthInterceptorOptions {
   tokens: AccessTokens;
-  repository: IdentityRepository;
+  clients: ClientStates;
   licenseSessions?: LicenseSessionVerifier;
 }
 
@@ -28,7 +36,7 @@ export interface AuthInterceptorOptions {
 export function authInterceptor(options: AuthInterceptorOptions): Interceptor {
   const authorize = createAuthorizer(options);
   return (next) => async (request) => {
-    const caller = await authorize(request.method, request.header);
+    const caller = request.contextValues.get(authorizedCallerKey) ?? (await authorize(request.method, request.header));
     if (caller.providerId) request.contextValues.set(providerIdKey, caller.providerId);
     if (caller.client) request.contextValues.set(clientPrincipalKey, caller.client);
     return next(request);
@@ -98,7 +106,7 @@ async function authenticateClient(options: AuthInterceptorOptions, authorization
     });
   }
   const claims = await options.tokens.verify(match[1]);
-  const client = await options.repository.findClient(claims.clientId);
+  const client = await options.clients.get(claims.clientId);
   // A client disabled, deleted (even if made again with its id) or given a new secret since has another
   // token generation: every token issued before is refused, for good.
   const current =

@@ -9,9 +9,15 @@ import {
   type SigningKeyRow,
 } from "./entities.js";
 
-/** The queries of providers, OAuth clients and signing keys. */
+/**
+ * The queries of providers, OAuth clients and signing keys. `clientChanged` hears of every client written,
+ * after the write, so that caches of client state everywhere can drop it.
+ */
 export class IdentityRepository {
-  constructor(private readonly dataSource: DataSource) {}
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly clientChanged: (clientId: string) => Promise<void> = async () => undefined,
+  ) {}
 
   async insertProvider(row: ProviderRow): Promise<void> {
     await writeSerially(this.dataSource, () => this.dataSource.getRepository(ProviderEntity).insert(row));
@@ -27,6 +33,7 @@ export class IdentityRepository {
 
   async insertClient(row: ClientRow): Promise<void> {
     await writeSerially(this.dataSource, () => this.dataSource.getRepository(ClientEntity).insert(row));
+    await this.clientChanged(row.clientId);
   }
 
   /** Any provider's client: for the token endpoint and token verification only. */
@@ -60,12 +67,14 @@ export class IdentityRepository {
     await writeSerially(this.dataSource, () =>
       this.dataSource.getRepository(ClientEntity).update({ clientId }, changes),
     );
+    await this.clientChanged(clientId);
   }
 
   async deleteClient(providerId: string, clientId: string): Promise<boolean> {
     const result = await writeSerially(this.dataSource, () =>
       this.dataSource.getRepository(ClientEntity).delete({ clientId, providerId }),
     );
+    await this.clientChanged(clientId);
     return (result.affected ?? 0) > 0;
   }
 

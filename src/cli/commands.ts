@@ -1,8 +1,9 @@
 import { randomUUID } from "node:crypto";
 import { parseArgs } from "node:util";
 import type { DataSource } from "typeorm";
-import { openDatabase } from "../app.js";
+import { connectInvalidationBus, openDatabase } from "../app.js";
 import { toClient } from "../auth/client-admin-service.js";
+import { CLIENT_CHANGED_CHANNEL } from "../auth/client-states.js";
 import type { ClientRow } from "../auth/entities.js";
 import { IdentityRepository } from "../auth/identity-repository.js";
 import { addSigningKey, KEY_REFRESH_MS, PUBLISH_BEFORE_SIGNING_MS } from "../auth/key-store.js";
@@ -11,6 +12,8 @@ import { generateClientSecret, hashSecret, newTokenGeneration } from "../auth/se
 import { type Clock, systemClock } from "../platform/clock.js";
 import { type Config, ConfigError, loadConfig } from "../platform/config.js";
 import { migrate } from "../platform/database.js";
+import type { InvalidationBus } from "../platform/invalidation-bus.js";
+import { createLogger } from "../platform/logger.js";
 import { isUuid } from "../platform/validation.js";
 
 /** The longest provider or client name, as the API and the database have it. */
@@ -247,13 +250,22 @@ export async function runCli(argv: string[], io: Partial<CliIo> = {}): Promise<n
     return 2;
   }
   let dataSource: DataSource | undefined;
+  let bus: InvalidationBus | undefined;
   try {
     const parsed = parseCommand(command, args);
     const config = loadConfig(env);
     dataSource = openDatabase(config);
     await dataSource.initialize();
     await migrate(dataSource);
-    const result = await command.run({ identity: new IdentityRepository(dataSource), config, clock, ...parsed });
+    bus = await connectBus(config, stderr);
+    const identity = new IdentityRepository(dataSource, async (clientId) => {
+      await bus?.publish(CLIENT_CHANGED_CHANNEL, clientId).catch((error: Error) => {
+        stderr.write(
+          `warning: running instances were not told of the change (${error.message}); they see it within 30 s\n`,
+        );
+      });
+    });
+    const result = await command.run({ identity, config, clock, ...parsed });
     stdout.write(`${JSON.stringify(result, null, 2)}\n`);
     return 0;
   } catch (error) {
@@ -264,6 +276,23 @@ export async function runCli(argv: string[], io: Partial<CliIo> = {}): Promise<n
     stderr.write(`${(error as Error).message}\n`);
     return error instanceof ConfigError ? 2 : 1;
   } finally {
+    await bus?.close().catch(() => undefined);
     if (dataSource?.isInitialized) await dataSource.destroy();
+  }
+}
+
+/**
+ * Running instances cache client state and drop it when told of a change through Redis. On the embedded
+ * default no process is told: a running embedded server sees CLI changes within 30 s.
+ */
+async function connectBus(config: Config, stderr: CliIo["stderr"]): Promise<InvalidationBus | undefined> {
+  if (config.coordinator.kind !== "redis") return undefined;
+  try {
+    return await connectInvalidationBus(config, createLogger("silent"));
+  } catch (error) {
+    stderr.write(
+      `warning: REDIS_URL is unreachable (${(error as Error).message}); running instances see changes within 30 s\n`,
+    );
+    return undefined;
   }
 }

@@ -1,14 +1,17 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
-import type { DescMethod, DescMethodUnary, JsonObject, JsonValue } from "@bufbuild/protobuf";
-import { ConnectError, type Transport } from "@connectrpc/connect";
+import type { DescMethod, JsonObject, JsonValue, Message } from "@bufbuild/protobuf";
+import { ConnectError, createContextValues } from "@connectrpc/connect";
+import { authorizedCallerKey, type Caller } from "../../auth/auth-interceptor.js";
 import { DomainError } from "../../platform/errors.js";
 import type { Logger } from "../../platform/logger.js";
 import { toConnectError } from "../error-interceptor.js";
 import { type Problem, problemFromConnectError, writeJson, writeProblem } from "../http-responses.js";
+import type { InProcessCall } from "../in-process-rpc.js";
 import { httpStatusOf } from "../problem-mapping.js";
-import { decodeRequest, encodeResponse, fieldByJsonKey, jsonFromText } from "./json-codec.js";
-import { parseJsonExactIntegers } from "./lossless-json.js";
+import { incomingHeaders } from "./incoming-headers.js";
+import { decodeRequest, encodeResponse } from "./json-codec.js";
+import { readInput } from "./rest-input.js";
 import type { RestRoute, RouteTable } from "./route-table.js";
 
 export type NodeRequest = IncomingMessage | Http2ServerRequest;
@@ -17,38 +20,21 @@ export type NodeResponse = ServerResponse | Http2ServerResponse;
 /** Headers an error carries to the HTTP response (authentication challenges, back-off hints). */
 const ERROR_HEADERS = ["www-authenticate", "retry-after"];
 
-const JSON_CONTENT_TYPES = new Set(["application/json", "application/json-patch+json"]);
-
-/** Request headers that describe the HTTP exchange itself and are not passed on to the RPC. */
-const HOP_HEADERS = new Set([
-  "connection",
-  "content-length",
-  "content-type",
-  "host",
-  "keep-alive",
-  "te",
-  "transfer-encoding",
-  "upgrade",
-  "accept-encoding",
-  "content-encoding",
-  "expect",
-]);
-/** Protocol headers of Connect and gRPC (timeouts, encodings): a REST caller's are not passed on. */
-const RPC_PROTOCOL_HEADER = /^(connect|grpc)-/;
-
 export interface RestHandlerOptions {
   routes: RouteTable;
-  /** Reaches the same service implementations and interceptors as Connect and gRPC. */
-  transport: Transport;
+  /** Calls the implementation through the interceptors Connect and gRPC run, in process. */
+  invoke: (method: DescMethod, call: InProcessCall) => Promise<Message>;
   bodyLimitBytes: number;
   logger: Logger;
-  /** Checks the caller before the body is read; the RPC's interceptors check again. */
-  authorize: (method: DescMethod, headers: Headers) => Promise<unknown>;
+  /** Checks the caller before the body is read; the call's interceptors take the caller it returns. */
+  authorize: (method: DescMethod, headers: Headers) => Promise<Caller>;
+  /** Field violations of a request's JSON against the caps of its repeated fields, found before decoding. */
+  checkLimits?: (method: DescMethod, json: JsonObject) => { field: string; message: string }[];
 }
 
 /** Serves REST/JSON for every route of the table; answers problems for unknown paths and methods. */
 export function createRestHandler(options: RestHandlerOptions) {
-  const { routes, transport, bodyLimitBytes } = options;
+  const { routes, bodyLimitBytes } = options;
 
   return async function handleRest(request: NodeRequest, response: NodeResponse, url: URL): Promise<void> {
     const instance = url.pathname;
@@ -56,7 +42,7 @@ export function createRestHandler(options: RestHandlerOptions) {
     const method = request.method === "HEAD" ? "GET" : (request.method ?? "GET");
     const match = routes.match(method, url.pathname);
     if (match.kind === "not-found") {
-      writeProblem(response, {
+      answerProblem(request, response, {
         status: 404,
         slug: "route-not-found",
         detail: `no route for ${url.pathname}`,
@@ -67,7 +53,7 @@ export function createRestHandler(options: RestHandlerOptions) {
     if (match.kind === "method-not-allowed") {
       const allowed = match.allowed.includes("GET") ? [...match.allowed, "HEAD"].sort() : match.allowed;
       response.setHeader("Allow", allowed.join(", "));
-      writeProblem(response, {
+      answerProblem(request, response, {
         status: 405,
         slug: "method-not-allowed",
         detail: `${request.method} is not allowed here; allowed: ${allowed.join(", ")}`,
@@ -76,54 +62,92 @@ export function createRestHandler(options: RestHandlerOptions) {
       return;
     }
     const { route, variables } = match;
+    const header = incomingHeaders(request.headers);
+    let caller: Caller;
     try {
-      await options.authorize(route.rpc, forwardedHeaders(request));
+      caller = await options.authorize(route.rpc, header);
     } catch (error) {
       if (!(error instanceof DomainError)) throw error;
-      request.resume();
-      writeError(response, toConnectError(error), instance);
+      answerError(request, response, toConnectError(error), instance);
       return;
     }
     const input = await readInput(request, route, url, variables, bodyLimitBytes);
     if ("problem" in input) {
-      writeProblem(response, { ...input.problem, instance });
+      answerProblem(request, response, { ...input.problem, instance });
       return;
     }
-    const decoded = decodeRequest(route.rpc.input, input.json);
+    const tooMany = options.checkLimits?.(route.rpc, input.json) ?? [];
+    const decoded = tooMany.length > 0 ? { violations: tooMany } : decodeRequest(route.rpc.input, input.json);
     if ("violations" in decoded) {
-      const violations = decoded.violations.map((violation) => ({
-        ...violation,
-        field: bodyRelative(route, violation.field),
-      }));
-      const fields = violations.map((violation) => `${violation.field || "body"} ${violation.message}`);
-      writeProblem(response, {
-        status: 400,
-        slug: "validation",
-        detail: `invalid request: ${fields.join("; ")}`,
-        instance,
-        errors: violations,
-      });
+      answerViolations(response, route, decoded.violations, instance);
       return;
     }
-    const abort = new AbortController();
-    response.once("close", () => abort.abort());
+    const contextValues = createContextValues().set(authorizedCallerKey, caller);
     try {
-      const result = await transport.unary(
-        route.rpc as DescMethodUnary,
-        abort.signal,
-        undefined,
-        forwardedHeaders(request),
-        decoded.message,
-      );
-      writeJson(response, 200, responseJson(route, result.message as never));
+      const output = await options.invoke(route.rpc, {
+        message: decoded.message,
+        header,
+        contextValues,
+        signal: () => closeSignal(response),
+        requestMethod: request.method ?? "GET",
+        url: url.href,
+      });
+      writeJson(response, 200, responseJson(route, output));
     } catch (error) {
       const connectError = ConnectError.from(error);
-      if (httpStatusOf(connectError.code) >= 500 && ![501, 503].includes(httpStatusOf(connectError.code))) {
+      const status = httpStatusOf(connectError.code);
+      if (status >= 500 && status !== 501 && status !== 503) {
         options.logger.error({ err: { message: connectError.message, code: connectError.code } }, "REST call failed");
       }
       writeError(response, connectError, instance);
     }
   };
+}
+
+function answerViolations(
+  response: NodeResponse,
+  route: RestRoute,
+  found: { field: string; message: string }[],
+  instance: string,
+): void {
+  const violations = found.map((violation) => ({ ...violation, field: bodyRelative(route, violation.field) }));
+  const fields = violations.map((violation) => `${violation.field || "body"} ${violation.message}`);
+  writeProblem(response, {
+    status: 400,
+    slug: "validation",
+    detail: `invalid request: ${fields.join("; ")}`,
+    instance,
+    errors: violations,
+  });
+}
+
+/** Aborts when the response closes, whether it was sent or the client went away. */
+function closeSignal(response: NodeResponse): AbortSignal {
+  const controller = new AbortController();
+  if (response.writableFinished || response.destroyed) controller.abort();
+  else response.once("close", () => controller.abort());
+  return controller.signal;
+}
+
+/**
+ * Answers a problem, possibly before the body was read: an HTTP/1.1 connection whose request body is left
+ * unread is closed after the answer, since the unread bytes would otherwise be parsed as the next request.
+ */
+function answerProblem(request: NodeRequest, response: NodeResponse, problem: Problem): void {
+  closeIfBodyUnread(request, response);
+  writeProblem(response, problem);
+}
+
+function answerError(request: NodeRequest, response: NodeResponse, error: ConnectError, instance: string): void {
+  closeIfBodyUnread(request, response);
+  writeError(response, error, instance);
+}
+
+function closeIfBodyUnread(request: NodeRequest, response: NodeResponse): void {
+  if (request.httpVersionMajor === 1 && !request.complete) {
+    response.setHeader("Connection", "close");
+    request.resume();
+  }
 }
 
 /** A body bound to one message field is that message: name its fields from there, as the domain does. */
@@ -142,119 +166,9 @@ function writeError(response: NodeResponse, error: ConnectError, instance: strin
   writeProblem(response, problemFromConnectError(error, instance));
 }
 
-function responseJson(route: RestRoute, message: Parameters<typeof encodeResponse>[1]): JsonValue {
+function responseJson(route: RestRoute, message: Message): JsonValue {
   const json = encodeResponse(route.rpc.output, message) as JsonObject;
   if (!route.responseBody) return json;
   const field = route.rpc.output.fields.find((candidate) => candidate.name === route.responseBody);
   return field ? json[field.jsonName] : json;
-}
-
-type Input = { json: JsonObject } | { problem: Omit<Problem, "instance"> };
-
-async function readInput(
-  request: NodeRequest,
-  route: RestRoute,
-  url: URL,
-  variables: Record<string, string>,
-  bodyLimitBytes: number,
-): Promise<Input> {
-  const json: JsonObject = {};
-  const input = route.rpc.input;
-  if (route.body) {
-    const body = await readBody(request, bodyLimitBytes);
-    if ("problem" in body) return body;
-    if (body.text !== undefined) {
-      let parsed: JsonValue;
-      try {
-        parsed = parseJsonExactIntegers(body.text);
-      } catch (error) {
-        const reason = error instanceof Error ? error.message : "malformed";
-        return { problem: { status: 400, slug: "malformed-json", detail: `the body is not valid JSON: ${reason}` } };
-      }
-      if (route.body === "*") {
-        if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
-          return { problem: { status: 400, slug: "malformed-json", detail: "the body must be a JSON object" } };
-        }
-        Object.assign(json, parsed);
-      } else {
-        const field = input.fields.find((candidate) => candidate.name === route.body);
-        if (field && parsed !== null) json[field.jsonName] = parsed;
-      }
-    }
-  }
-  if (route.body !== "*") {
-    const bodyField = input.fields.find((candidate) => candidate.name === route.body);
-    for (const key of new Set(url.searchParams.keys())) {
-      const path = key.split(".");
-      const field = fieldByJsonKey(input, path[0]);
-      if (!field || field === bodyField || path.length > 1) continue;
-      const values = url.searchParams.getAll(key).map((text) => jsonFromText(field, text));
-      json[field.jsonName] = field.fieldKind === "list" ? values : values[values.length - 1];
-    }
-  }
-  for (const [name, text] of Object.entries(variables)) {
-    const field = input.fields.find((candidate) => candidate.name === name);
-    if (field) json[field.jsonName] = jsonFromText(field, text);
-  }
-  return { json };
-}
-
-type Body = { text: string | undefined } | { problem: Omit<Problem, "instance"> };
-
-async function readBody(request: NodeRequest, limit: number): Promise<Body> {
-  const encoding = String(request.headers["content-encoding"] ?? "identity")
-    .trim()
-    .toLowerCase();
-  if (encoding !== "identity") {
-    request.resume();
-    return {
-      problem: {
-        status: 415,
-        slug: "unsupported-content-encoding",
-        detail: `send the body uncompressed; content-encoding ${encoding} is not supported`,
-      },
-    };
-  }
-  const declared = Number(request.headers["content-length"] ?? Number.NaN);
-  if (declared > limit) {
-    request.resume();
-    return { problem: { status: 413, slug: "body-too-large", detail: `the body exceeds ${limit} bytes` } };
-  }
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of request as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > limit) {
-      request.resume();
-      return { problem: { status: 413, slug: "body-too-large", detail: `the body exceeds ${limit} bytes` } };
-    }
-    chunks.push(chunk);
-  }
-  if (size === 0) return { text: undefined };
-  const mediaType = String(request.headers["content-type"] ?? "")
-    .split(";")[0]
-    .trim()
-    .toLowerCase();
-  if (!JSON_CONTENT_TYPES.has(mediaType)) {
-    return {
-      problem: {
-        status: 415,
-        slug: "unsupported-media-type",
-        detail: `send the body as application/json or application/json-patch+json, not ${mediaType || "no content type"}`,
-      },
-    };
-  }
-  // TextDecoder drops a leading byte-order mark, which some Windows clients send.
-  return { text: new TextDecoder().decode(Buffer.concat(chunks)) };
-}
-
-function forwardedHeaders(request: NodeRequest): Headers {
-  const headers = new Headers();
-  for (const [name, value] of Object.entries(request.headers)) {
-    if (name.startsWith(":") || HOP_HEADERS.has(name) || RPC_PROTOCOL_HEADER.test(name) || value === undefined) {
-      continue;
-    }
-    headers.set(name, Array.isArray(value) ? value.join(", ") : value);
-  }
-  return headers;
 }
