@@ -23,6 +23,7 @@ import { migrations } from "./platform/migrations/index.js";
 import { RedisCoordinator } from "./platform/redis-coordinator.js";
 import { RedisInvalidationBus } from "./platform/redis-invalidation-bus.js";
 import { errorInterceptor } from "./server/error-interceptor.js";
+import { limitsInterceptor } from "./server/limits-interceptor.js";
 import type { RequestHandler } from "./server/http-server.js";
 import { createInProcessInvoker } from "./server/in-process-rpc.js";
 import { answerUnknownRpc, createRequestHandler } from "./server/request-handler.js";
@@ -106,7 +107,7 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
     newId: randomUUID,
   });
   const authOptions = { tokens, clients };
-  const interceptors = [errorInterceptor(logger), authInterceptor(authOptions)];
+  const interceptors = [errorInterceptor(logger), authInterceptor(authOptions), limitsInterceptor()];
   const rpc = connectNodeAdapter({
     interceptors,
     readMaxBytes: config.bodyLimitBytes,

@@ -1,5 +1,12 @@
-import { type DataSource, type EntityManager, In, type QueryFailedError, type SelectQueryBuilder } from "typeorm";
-import { type Dialect, dialectOf, inTransaction, writeSerially } from "../platform/database.js";
+import type { DataSource, EntityManager, QueryFailedError } from "typeorm";
+import {
+  type Dialect,
+  dialectOf,
+  inTransaction,
+  readSerially,
+  writeSerially,
+  yieldToEventLoop,
+} from "../platform/database.js";
 import {
   FeatureEntity,
   type FeatureRow,
@@ -9,6 +16,7 @@ import {
   type ProductRow,
 } from "./entities.js";
 import { type FilterTerm, type ProductField, type SortKey, TEXT_SEARCH_FIELDS } from "./product-query.js";
+import { placeholders, SqlTable } from "./sql-table.js";
 
 export interface ProductTree {
   product: ProductRow;
@@ -52,53 +60,73 @@ export function uniqueRuleOf(error: QueryFailedError): UniqueRule {
   return "unknown";
 }
 
-/** The catalog's queries. Every product query is scoped by the owning provider. */
+/** The catalog's queries, as SQL text built once per shape. Every product query is scoped by the owning provider. */
 export class CatalogRepository {
   private readonly dialect: Dialect;
+  readonly tables: CatalogTables;
+  private readonly childrenSql = new Map<number, string>();
 
   constructor(private readonly dataSource: DataSource) {
     this.dialect = dialectOf(dataSource);
+    this.tables = {
+      products: new SqlTable(dataSource, ProductEntity),
+      features: new SqlTable(dataSource, FeatureEntity),
+      assets: new SqlTable(dataSource, MonitoredAssetEntity),
+    };
   }
 
+  /** A page and the total count in one query (a second one only when the page lies past the end). */
   async listProducts(providerId: string, query: ProductPageQuery): Promise<{ rows: ProductRow[]; total: number }> {
-    const builder = this.dataSource.getRepository(ProductEntity).createQueryBuilder("p");
-    builder.where("p.provider_id = :providerId", { providerId });
-    this.applyFilter(builder, query.filter);
-    const total = await builder.getCount();
-    for (const [index, key] of query.sort.entries()) {
-      const column = `p.${PRODUCT_COLUMNS[key.field]}`;
-      const direction = key.direction === "desc" ? "DESC" : "ASC";
-      if (index === 0) builder.orderBy(column, direction);
-      else builder.addOrderBy(column, direction);
-    }
-    builder.addOrderBy("p.id", "ASC");
-    const rows = await builder.offset(query.offset).limit(query.limit).getMany();
-    return { rows, total };
+    const { where, parameters } = this.filterSql(providerId, query.filter);
+    const order = query.sort
+      .map((key) => `${PRODUCT_COLUMNS[key.field]} ${key.direction === "desc" ? "DESC" : "ASC"}`)
+      .concat("id ASC")
+      .join(", ");
+    const products = this.tables.products;
+    return readSerially(this.dataSource, async () => {
+      const raw = (await this.dataSource.query(
+        `SELECT ${products.columnList}, COUNT(*) OVER () AS total_count FROM ${products.name} WHERE ${where} ORDER BY ${order} LIMIT ? OFFSET ?`,
+        [...parameters, query.limit, query.offset],
+      )) as Record<string, unknown>[];
+      if (raw.length > 0) return { rows: raw.map((row) => products.hydrate(row)), total: Number(raw[0].total_count) };
+      if (query.offset === 0) return { rows: [], total: 0 };
+      const [count] = (await this.dataSource.query(
+        `SELECT COUNT(*) AS total_count FROM ${products.name} WHERE ${where}`,
+        parameters,
+      )) as { total_count: unknown }[];
+      return { rows: [], total: Number(count.total_count) };
+    });
   }
 
+  /** A product with its features and assets, in two queries. */
   async findProductTree(providerId: string, productId: string): Promise<ProductTree | null> {
-    const product = await this.dataSource.getRepository(ProductEntity).findOneBy({ id: productId, providerId });
-    if (!product) return null;
-    const children = await this.loadChildren([product.id]);
-    return { product, features: children.features(product.id), assets: children.assets(product.id) };
+    return readSerially(this.dataSource, async () => {
+      const manager = this.dataSource.manager;
+      const [product] = await this.tables.products.select(manager, "id = ? AND provider_id = ?", [
+        productId,
+        providerId,
+      ]);
+      if (!product) return null;
+      const children = await this.loadChildren([product.id], manager);
+      return { product, features: children.features(product.id), assets: children.assets(product.id) };
+    });
   }
 
-  /** Features and assets of many products in two queries. */
+  /** Features and assets of many products in one query, each ordered by creation. */
   async loadChildren(productIds: string[], manager: EntityManager = this.dataSource.manager) {
-    const features = productIds.length
-      ? await manager.getRepository(FeatureEntity).find({
-          where: { productId: In(productIds) },
-          order: { createdAt: "ASC", id: "ASC" },
-        })
+    const { features, assets } = this.tables;
+    const raw = productIds.length
+      ? ((await manager.query(this.childrenSqlFor(productIds.length), [...productIds, ...productIds])) as Record<
+          string,
+          unknown
+        >[])
       : [];
-    const assets = productIds.length
-      ? await manager.getRepository(MonitoredAssetEntity).find({
-          where: { productId: In(productIds) },
-          order: { createdAt: "ASC", id: "ASC" },
-        })
-      : [];
-    const featuresByProduct = groupBy(features, (row) => row.productId);
-    const assetsByProduct = groupBy(assets, (row) => row.productId);
+    const featuresByProduct = new Map<string, FeatureRow[]>();
+    const assetsByProduct = new Map<string, MonitoredAssetRow[]>();
+    for (const row of raw) {
+      if (row.child_kind === "f") push(featuresByProduct, features.hydrate(row));
+      else push(assetsByProduct, assets.hydrate(row));
+    }
     return {
       features: (productId: string) => featuresByProduct.get(productId) ?? [],
       assets: (productId: string) => assetsByProduct.get(productId) ?? [],
@@ -106,79 +134,177 @@ export class CatalogRepository {
   }
 
   async insertProduct(row: ProductRow): Promise<void> {
-    await writeSerially(this.dataSource, () => this.dataSource.getRepository(ProductEntity).insert(row));
+    await writeSerially(this.dataSource, () => this.tables.products.insert(this.dataSource.manager, [row]));
   }
 
   /** Runs `work` in one transaction; its writes all land or none do. */
   async transaction<T>(work: (tx: CatalogTransaction) => Promise<T>): Promise<T> {
-    return inTransaction(this.dataSource, (manager) => work(new CatalogTransaction(manager, this.dialect, this)));
+    return inTransaction(this.dataSource, (manager) =>
+      work(new CatalogTransaction(manager, this.dialect, this, () => yieldToEventLoop(this.dataSource))),
+    );
   }
 
-  private applyFilter(builder: SelectQueryBuilder<ProductRow>, terms: FilterTerm[]): void {
-    if (!terms.some((term) => term.kind === "compare" && term.field === "isDeleted")) {
-      builder.andWhere("p.is_deleted = :notDeleted", { notDeleted: false });
+  /**
+   * Features and assets side by side: one UNION ALL whose columns are those of both tables, NULL where a
+   * table has no such column; `child_kind` tells the rows apart.
+   */
+  private childrenSqlFor(count: number): string {
+    let sql = this.childrenSql.get(count);
+    if (!sql) {
+      const { features, assets } = this.tables;
+      const names = [...new Set([...features.columns, ...assets.columns].map((column) => column.databaseName))];
+      const selectOf = (table: SqlTable<{ id: string }>, kind: string) => {
+        const own = new Set(table.columns.map((column) => column.databaseName));
+        const list = names.map((name) => (own.has(name) ? this.quote(name) : `NULL AS ${this.quote(name)}`));
+        return `SELECT '${kind}' AS child_kind, ${list.join(", ")} FROM ${table.name} WHERE product_id IN (${placeholders(count)})`;
+      };
+      sql = `${selectOf(features, "f")} UNION ALL ${selectOf(assets, "a")} ORDER BY child_kind, created_at, id`;
+      this.childrenSql.set(count, sql);
     }
-    for (const [index, term] of terms.entries()) {
-      const parameter = `f${index}`;
+    return sql;
+  }
+
+  private quote(name: string): string {
+    return this.dataSource.driver.escape(name);
+  }
+
+  private filterSql(providerId: string, terms: FilterTerm[]): { where: string; parameters: unknown[] } {
+    const clauses = ["provider_id = ?"];
+    const parameters: unknown[] = [providerId];
+    if (!terms.some((term) => term.kind === "compare" && term.field === "isDeleted")) {
+      clauses.push("is_deleted = ?");
+      parameters.push(this.columnValue("isDeleted", false));
+    }
+    for (const term of terms) {
       if (term.kind === "text") {
         const pattern = `%${escapeLike(term.text.toLowerCase())}%`;
-        const clauses = FREE_TEXT_COLUMNS.map((column) => `LOWER(p.${column}) LIKE :${parameter} ESCAPE '!'`);
-        builder.andWhere(`(${clauses.join(" OR ")})`, { [parameter]: pattern });
+        clauses.push(`(${FREE_TEXT_COLUMNS.map((column) => `LOWER(${column}) LIKE ? ESCAPE '!'`).join(" OR ")})`);
+        parameters.push(...FREE_TEXT_COLUMNS.map(() => pattern));
         continue;
       }
-      const column = `p.${PRODUCT_COLUMNS[term.field]}`;
+      const column = PRODUCT_COLUMNS[term.field];
       if (term.op === "~") {
-        const pattern = `%${escapeLike(String(term.value).toLowerCase())}%`;
-        builder.andWhere(`LOWER(${column}) LIKE :${parameter} ESCAPE '!'`, { [parameter]: pattern });
+        clauses.push(`LOWER(${column}) LIKE ? ESCAPE '!'`);
+        parameters.push(`%${escapeLike(String(term.value).toLowerCase())}%`);
       } else if (term.op === "!=") {
-        builder.andWhere(`(${column} IS NULL OR ${column} <> :${parameter})`, { [parameter]: term.value });
+        clauses.push(`(${column} IS NULL OR ${column} <> ?)`);
+        parameters.push(this.columnValue(term.field, term.value));
       } else {
-        builder.andWhere(`${column} ${term.op} :${parameter}`, { [parameter]: term.value });
+        clauses.push(`${column} ${term.op} ?`);
+        parameters.push(this.columnValue(term.field, term.value));
       }
     }
+    return { where: clauses.join(" AND "), parameters };
+  }
+
+  /** A filter value as the driver stores it in the field's column (booleans as 1/0, dates per dialect). */
+  private columnValue(field: ProductField, value: unknown): unknown {
+    const column = this.tables.products.columns.find((candidate) => candidate.propertyName === field);
+    return column ? this.dataSource.driver.preparePersistentValue(value, column) : value;
   }
 }
 
+export interface CatalogTables {
+  products: SqlTable<ProductRow>;
+  features: SqlTable<FeatureRow>;
+  assets: SqlTable<MonitoredAssetRow>;
+}
+
+/** Rows an operation writes, applied together by `CatalogTransaction.apply`. */
+export interface CatalogWrites {
+  insertProducts: ProductRow[];
+  updateProducts: ProductRow[];
+  insertAssets: MonitoredAssetRow[];
+  updateAssets: MonitoredAssetRow[];
+  insertFeatures: FeatureRow[];
+  updateFeatures: FeatureRow[];
+}
+
+export function noWrites(): CatalogWrites {
+  return {
+    insertProducts: [],
+    updateProducts: [],
+    insertAssets: [],
+    updateAssets: [],
+    insertFeatures: [],
+    updateFeatures: [],
+  };
+}
+
+/** Products whose children one read of an import loads. */
+const CHILDREN_PER_READ = 50;
+
+/** Updates per pause: a chunk of writes stays well under the ~100 ms the event loop may be held on SQLite. */
+const UPDATES_PER_PAUSE = 200;
+
 /** Catalog writes inside one transaction; products are locked before they are changed. */
 export class CatalogTransaction {
+  private readonly tables: CatalogTables;
+
   constructor(
     private readonly manager: EntityManager,
     private readonly dialect: Dialect,
     private readonly repository: CatalogRepository,
-  ) {}
+    /** Lets other requests run between chunks of a long write (SQLite); reads wait in the write queue. */
+    readonly pause: () => Promise<void>,
+  ) {
+    this.tables = repository.tables;
+  }
 
   async lockProduct(providerId: string, productId: string): Promise<ProductRow | null> {
-    const builder = this.manager
-      .getRepository(ProductEntity)
-      .createQueryBuilder("p")
-      .where("p.id = :productId AND p.provider_id = :providerId", { productId, providerId });
-    if (this.dialect === "mysql") builder.setLock("pessimistic_write");
-    return builder.getOne();
+    const [row] = await this.tables.products.select(this.manager, `id = ? AND provider_id = ?${this.forUpdate()}`, [
+      productId,
+      providerId,
+    ]);
+    return row ?? null;
   }
 
   async lockProductByCode(providerId: string, productCode: string): Promise<ProductRow | null> {
-    const builder = this.manager
-      .getRepository(ProductEntity)
-      .createQueryBuilder("p")
-      .where("p.provider_id = :providerId AND p.product_code = :productCode", { providerId, productCode });
-    if (this.dialect === "mysql") builder.setLock("pessimistic_write");
-    return builder.getOne();
+    const [row] = await this.lockProductsByCode(providerId, [productCode]);
+    return row ?? null;
+  }
+
+  /** The provider's products with these codes, locked. */
+  async lockProductsByCode(providerId: string, productCodes: string[]): Promise<ProductRow[]> {
+    if (productCodes.length === 0) return [];
+    return this.tables.products.select(
+      this.manager,
+      `provider_id = ? AND product_code IN (${placeholders(productCodes.length)})${this.forUpdate()}`,
+      [providerId, ...productCodes],
+    );
   }
 
   /** The provider owning the product with this id, if there is one; ids are unique across providers. */
   async productOwner(productId: string): Promise<string | null> {
-    const row = await this.manager
-      .getRepository(ProductEntity)
-      .findOne({ where: { id: productId }, select: { providerId: true } });
-    return row?.providerId ?? null;
+    return (await this.productOwners([productId])).get(productId) ?? null;
+  }
+
+  /** The owners of those of these product ids that exist. */
+  async productOwners(productIds: string[]): Promise<Map<string, string>> {
+    if (productIds.length === 0) return new Map();
+    const rows = (await this.manager.query(
+      `SELECT id, provider_id FROM ${this.tables.products.name} WHERE id IN (${placeholders(productIds.length)})`,
+      productIds,
+    )) as { id: string; provider_id: string }[];
+    return new Map(rows.map((row) => [row.id, row.provider_id]));
   }
 
   async featureIdTaken(featureId: string): Promise<boolean> {
-    return (await this.manager.getRepository(FeatureEntity).countBy({ id: featureId })) > 0;
+    return (await this.takenIds(this.tables.features.name, [featureId])).size > 0;
   }
 
   async assetIdTaken(assetId: string): Promise<boolean> {
-    return (await this.manager.getRepository(MonitoredAssetEntity).countBy({ id: assetId })) > 0;
+    return (await this.takenIds(this.tables.assets.name, [assetId])).size > 0;
+  }
+
+  /** Those of these feature ids that some feature holds already. */
+  takenFeatureIds(ids: string[]): Promise<Set<string>> {
+    return this.takenIds(this.tables.features.name, ids);
+  }
+
+  /** Those of these asset ids that some monitored asset holds already. */
+  takenAssetIds(ids: string[]): Promise<Set<string>> {
+    return this.takenIds(this.tables.assets.name, ids);
   }
 
   async children(productId: string) {
@@ -186,43 +312,87 @@ export class CatalogTransaction {
     return { features: children.features(productId), assets: children.assets(productId) };
   }
 
+  /** Children of many products, read in chunks with a pause between them. */
+  async childrenOf(productIds: string[]) {
+    const features = new Map<string, FeatureRow[]>();
+    const assets = new Map<string, MonitoredAssetRow[]>();
+    for (let start = 0; start < productIds.length; start += CHILDREN_PER_READ) {
+      const ids = productIds.slice(start, start + CHILDREN_PER_READ);
+      const children = await this.repository.loadChildren(ids, this.manager);
+      for (const id of ids) {
+        features.set(id, children.features(id));
+        assets.set(id, children.assets(id));
+      }
+      await this.pause();
+    }
+    return {
+      features: (productId: string) => features.get(productId) ?? [],
+      assets: (productId: string) => assets.get(productId) ?? [],
+    };
+  }
+
   async insertProduct(row: ProductRow): Promise<void> {
-    await this.manager.getRepository(ProductEntity).insert(row);
+    await this.tables.products.insert(this.manager, [row]);
   }
 
   async updateProduct(row: ProductRow): Promise<void> {
-    const { id, ...changes } = row;
-    await this.manager.getRepository(ProductEntity).update({ id }, changes);
+    await this.tables.products.update(this.manager, row);
   }
 
   async insertFeature(row: FeatureRow): Promise<void> {
-    await this.manager.getRepository(FeatureEntity).insert(row);
+    await this.tables.features.insert(this.manager, [row]);
   }
 
   async updateFeature(row: FeatureRow): Promise<void> {
-    const { id, ...changes } = row;
-    await this.manager.getRepository(FeatureEntity).update({ id }, changes);
+    await this.tables.features.update(this.manager, row);
   }
 
   async insertAsset(row: MonitoredAssetRow): Promise<void> {
-    await this.manager.getRepository(MonitoredAssetEntity).insert(row);
+    await this.tables.assets.insert(this.manager, [row]);
   }
 
   async updateAsset(row: MonitoredAssetRow): Promise<void> {
-    const { id, ...changes } = row;
-    await this.manager.getRepository(MonitoredAssetEntity).update({ id }, changes);
+    await this.tables.assets.update(this.manager, row);
+  }
+
+  /** Applies `writes` in chunks (products before the assets and features that refer to them), pausing between. */
+  async apply(writes: CatalogWrites): Promise<void> {
+    const { products, features, assets } = this.tables;
+    await products.insert(this.manager, writes.insertProducts, this.pause);
+    await this.updateAll(products, writes.updateProducts);
+    await assets.insert(this.manager, writes.insertAssets, this.pause);
+    await this.updateAll(assets, writes.updateAssets);
+    await features.insert(this.manager, writes.insertFeatures, this.pause);
+    await this.updateAll(features, writes.updateFeatures);
+  }
+
+  private async updateAll<Row extends { id: string }>(table: SqlTable<Row>, rows: Row[]): Promise<void> {
+    for (const [index, row] of rows.entries()) {
+      await table.update(this.manager, row);
+      if ((index + 1) % UPDATES_PER_PAUSE === 0) await this.pause();
+    }
+  }
+
+  private async takenIds(table: string, ids: string[]): Promise<Set<string>> {
+    if (ids.length === 0) return new Set();
+    const rows = (await this.manager.query(
+      `SELECT id FROM ${table} WHERE id IN (${placeholders(ids.length)})`,
+      ids,
+    )) as {
+      id: string;
+    }[];
+    return new Set(rows.map((row) => row.id));
+  }
+
+  private forUpdate(): string {
+    return this.dialect === "mysql" ? " FOR UPDATE" : "";
   }
 }
 
-function groupBy<T>(rows: T[], keyOf: (row: T) => string): Map<string, T[]> {
-  const groups = new Map<string, T[]>();
-  for (const row of rows) {
-    const key = keyOf(row);
-    const group = groups.get(key);
-    if (group) group.push(row);
-    else groups.set(key, [row]);
-  }
-  return groups;
+function push<T extends { productId: string }>(groups: Map<string, T[]>, row: T): void {
+  const group = groups.get(row.productId);
+  if (group) group.push(row);
+  else groups.set(row.productId, [row]);
 }
 
 function escapeLike(text: string): string {

@@ -22,13 +22,22 @@ import { conflict, DomainError, invalidField, notFound } from "../platform/error
 import { pageInfo, resolvePage } from "../platform/paging.js";
 import { isUuid, requireUuid, Violations } from "../platform/validation.js";
 import { providerOf } from "../server/tenant.js";
-import { type CatalogRepository, type CatalogTransaction, uniqueRuleOf } from "./catalog-repository.js";
+import {
+  type CatalogRepository,
+  type CatalogTransaction,
+  type CatalogWrites,
+  noWrites,
+  uniqueRuleOf,
+} from "./catalog-repository.js";
 import {
   checkFeature,
+  checkImportSize,
   checkMonitoredAsset,
   checkProductFields,
   checkPropertyValuesSize,
   checkStatus,
+  MAX_ASSETS_PER_PRODUCT,
+  MAX_FEATURES_PER_PRODUCT,
 } from "./catalog-validation.js";
 import type { FeatureRow, MonitoredAssetRow, ProductRow } from "./entities.js";
 import {
@@ -44,8 +53,6 @@ import {
   toProduct,
 } from "./product-mapper.js";
 import { parseProductFilter, parseProductSort } from "./product-query.js";
-
-export const IMPORT_MAX_PRODUCTS = 500;
 
 export interface CatalogDependencies {
   repository: CatalogRepository;
@@ -144,14 +151,17 @@ export function createCatalogService(deps: CatalogDependencies): ServiceImpl<typ
             merged.throwIfAny();
 
             const { features, assets } = await tx.children(productId);
-            const featuresChanged = await upsertFeatures(tx, row.id, { features, assets }, request.features, {
+            const writes = noWrites();
+            const after = planFeatures(row.id, features, assets, request.features, writes, {
               field: "features",
               unknownId: "reject",
+              taken: await tx.takenFeatureIds(wantedIds(request.features)),
             });
+            await tx.apply(writes);
+            const featuresChanged = writes.insertFeatures.length + writes.updateFeatures.length > 0;
             const rowChanged = differs(changed, row);
             if (rowChanged || featuresChanged) await saveRevision(tx, changed);
-            const after = featuresChanged ? await tx.children(productId) : { features, assets };
-            return toProduct(rowChanged || featuresChanged ? changed : row, after.features, after.assets);
+            return toProduct(rowChanged || featuresChanged ? changed : row, after, assets);
           }),
         { productCode: request.productCode },
       );
@@ -159,56 +169,16 @@ export function createCatalogService(deps: CatalogDependencies): ServiceImpl<typ
     },
 
     async importProducts(request, context) {
-      if (request.products.length > IMPORT_MAX_PRODUCTS) {
-        throw invalidField("products", `must hold at most ${IMPORT_MAX_PRODUCTS} products`);
-      }
       validateImport(request.products);
       const providerId = providerOf(context);
-      const {
-        stored: products,
-        created,
-        updated,
-      } = await importRetryingCreatedCodes(() =>
-        repository.transaction(async (tx) => {
-          const stored: Product[] = [];
-          let created = 0;
-          let updated = 0;
-          for (const [index, incoming] of request.products.entries()) {
-            const existing = await tx.lockProductByCode(providerId, incoming.productCode.trim());
-            const row = existing
-              ? importedRow(incoming, existing.id, providerId, existing)
-              : importedRow(incoming, await importedProductId(tx, incoming, index, providerId), providerId);
-            if (existing) {
-              await tx.updateProduct(row);
-              updated++;
-            } else {
-              await tx.insertProduct(row);
-              created++;
-            }
-            const { assets } = await tx.children(row.id);
-            for (const asset of incoming.monitoredAssets) {
-              const match = assets.find(
-                (candidate) =>
-                  candidate.id === asset.id.toLowerCase() || candidate.metricName === asset.metricName.trim(),
-              );
-              if (match) await tx.updateAsset(assetRow(asset, row.id, match));
-              else
-                await tx.insertAsset(
-                  assetRow(asset, row.id, undefined, await freeId(asset.id, (id) => tx.assetIdTaken(id))),
-                );
-            }
-            const before = await tx.children(row.id);
-            await upsertFeatures(tx, row.id, before, incoming.features, {
-              field: `products[${index}].features`,
-              unknownId: "create",
-            });
-            const after = await tx.children(row.id);
-            stored.push(toProduct(row, after.features, after.assets));
-          }
-          return { stored, created, updated };
-        }),
+      const { stored, created, updated } = await importRetryingCreatedCodes(() =>
+        repository.transaction((tx) => importAll(tx, providerId, request.products)),
       );
-      return create(ImportProductsResponseSchema, { createdCount: created, updatedCount: updated, products });
+      return create(ImportProductsResponseSchema, {
+        createdCount: created,
+        updatedCount: updated,
+        products: stored,
+      });
     },
 
     async addFeature(request, context) {
@@ -222,6 +192,10 @@ export function createCatalogService(deps: CatalogDependencies): ServiceImpl<typ
             const product = await unlockedProduct(tx, providerOf(context), productId);
             const { features, assets } = await tx.children(productId);
             requireOwnAsset(assets, request.meteredAssetId);
+            const revived =
+              request.featureCode.trim() !== "" &&
+              features.some((candidate) => candidate.isDeleted && candidate.featureCode === request.featureCode.trim());
+            if (!revived) requireRoom("features", features.length + 1, MAX_FEATURES_PER_PRODUCT, "features");
             const now = clock.now();
             const fields = featureFields(request);
             const deletedWithCode = fields.featureCode
@@ -299,6 +273,8 @@ export function createCatalogService(deps: CatalogDependencies): ServiceImpl<typ
         () =>
           repository.transaction(async (tx) => {
             const product = await unlockedProduct(tx, providerOf(context), productId);
+            const { assets } = await tx.children(productId);
+            requireRoom("monitoredAsset", assets.length + 1, MAX_ASSETS_PER_PRODUCT, "monitored assets");
             const row = assetRow(asset, productId);
             await tx.insertAsset(row);
             await saveRevision(tx, product);
@@ -354,46 +330,59 @@ export function createCatalogService(deps: CatalogDependencies): ServiceImpl<typ
   }
 
   /**
-   * Applies feature elements by id, else by featureCode, else as new features; answers whether anything
-   * changed. An id that is not a feature of the product is refused on update and kept for a new feature on
-   * import.
+   * Plans feature elements by id, else by featureCode, else as new features, into `writes`; answers the
+   * product's features afterwards. An id that is not a feature of the product is refused on update and kept
+   * for a new feature on import (when no row holds it: `taken`).
    */
-  async function upsertFeatures(
-    tx: CatalogTransaction,
+  function planFeatures(
     productId: string,
-    { features: existing, assets }: { features: FeatureRow[]; assets: MonitoredAssetRow[] },
+    existing: FeatureRow[],
+    assets: MonitoredAssetRow[],
     incoming: Feature[],
-    { field, unknownId }: { field: string; unknownId: "reject" | "create" },
-  ): Promise<boolean> {
-    let changed = false;
+    writes: CatalogWrites,
+    { field, unknownId, taken }: { field: string; unknownId: "reject" | "create"; taken: Set<string> },
+  ): FeatureRow[] {
+    const assetIds = new Set(assets.map((asset) => asset.id));
+    const byId = new Map(existing.map((row) => [row.id, row]));
+    const byCode = new Map(existing.filter((row) => row.featureCode).map((row) => [row.featureCode, row]));
+    const now = clock.now();
+    const inserts = new Map<string, FeatureRow>();
+    const updates = new Map<string, FeatureRow>();
     for (const [index, feature] of incoming.entries()) {
-      requireOwnAsset(assets, feature.meteredAssetId, `${field}[${index}].meteredAssetId`);
-      const code = feature.featureCode.trim() || null;
-      const byId = feature.id ? existing.find((candidate) => candidate.id === feature.id.toLowerCase()) : undefined;
-      if (feature.id && !byId && unknownId === "reject") {
-        throw invalidField(`${field}[${index}].id`, "is not a feature of this product");
+      const prefix = `${field}[${index}]`;
+      if (feature.meteredAssetId && !assetIds.has(feature.meteredAssetId.toLowerCase())) {
+        throw invalidField(`${prefix}.meteredAssetId`, "is not a monitored asset of this product");
       }
-      const current = byId ?? (code ? existing.find((candidate) => candidate.featureCode === code) : undefined);
-      if (code && existing.some((candidate) => candidate.featureCode === code && candidate !== current)) {
+      const code = feature.featureCode.trim() || null;
+      const wantedId = feature.id.toLowerCase();
+      const matchedById = feature.id ? byId.get(wantedId) : undefined;
+      if (feature.id && !matchedById && unknownId === "reject") {
+        throw invalidField(`${prefix}.id`, "is not a feature of this product");
+      }
+      const current = matchedById ?? (code ? byCode.get(code) : undefined);
+      const holder = code ? byCode.get(code) : undefined;
+      if (holder && holder.id !== current?.id) {
         throw conflict(
-          `${field}[${index}].featureCode ${JSON.stringify(code)} is the code of another feature of this product`,
+          `${prefix}.featureCode ${JSON.stringify(code)} is the code of another feature of this product`,
           "feature-code-taken",
         );
       }
-      const now = clock.now();
       const fields = { ...featureFields(feature), featurePath: feature.featurePath, version: feature.version };
+      let row: FeatureRow;
       if (current) {
         const next: FeatureRow = feature.isDeleted
           ? { ...current, isDeleted: true }
           : { ...current, ...fields, isEnabled: feature.isEnabled ?? current.isEnabled, isDeleted: false };
         if (!differs(next, current)) continue;
-        next.revisionNumber = current.revisionNumber + 1;
-        next.updatedAt = now;
-        await tx.updateFeature(next);
+        row = { ...next, revisionNumber: current.revisionNumber + 1, updatedAt: now };
+        (inserts.has(row.id) ? inserts : updates).set(row.id, row);
+        if (current.featureCode && current.featureCode !== row.featureCode) byCode.delete(current.featureCode);
       } else {
-        const row: FeatureRow = {
+        const id = isUuid(wantedId) && !taken.has(wantedId) ? wantedId : newId();
+        taken.add(id);
+        row = {
           ...fields,
-          id: await freeId(feature.id, (id) => tx.featureIdTaken(id)),
+          id,
           productId,
           isEnabled: feature.isEnabled ?? true,
           isDeleted: feature.isDeleted,
@@ -401,12 +390,96 @@ export function createCatalogService(deps: CatalogDependencies): ServiceImpl<typ
           createdAt: now,
           updatedAt: now,
         };
-        await tx.insertFeature(row);
-        existing.push(row);
+        inserts.set(row.id, row);
       }
-      changed = true;
+      byId.set(row.id, row);
+      if (row.featureCode) byCode.set(row.featureCode, row);
     }
-    return changed;
+    const features = [...byId.values()].sort(byCreation);
+    requireRoom(field, features.length, MAX_FEATURES_PER_PRODUCT, "features");
+    writes.insertFeatures.push(...inserts.values());
+    writes.updateFeatures.push(...updates.values());
+    return features;
+  }
+
+  /**
+   * Imports every product in one transaction: one query per kind of lookup for the whole import, then the
+   * writes in chunks (pausing between them on SQLite).
+   */
+  async function importAll(tx: CatalogTransaction, providerId: string, products: Product[]) {
+    const existing = new Map(
+      (
+        await tx.lockProductsByCode(
+          providerId,
+          products.map((product) => product.productCode.trim()),
+        )
+      ).map((row) => [row.productCode, row]),
+    );
+    const owners = await tx.productOwners(
+      products
+        .filter((product) => !existing.has(product.productCode.trim()) && product.id)
+        .map((p) => p.id.toLowerCase()),
+    );
+    const children = await tx.childrenOf([...existing.values()].map((row) => row.id));
+    const takenFeatures = await tx.takenFeatureIds(wantedIds(products.flatMap((product) => product.features)));
+    const takenAssets = await tx.takenAssetIds(wantedIds(products.flatMap((product) => product.monitoredAssets)));
+    const writes = noWrites();
+    const stored: Product[] = [];
+    const claimedProductIds = new Set<string>();
+    for (const [index, incoming] of products.entries()) {
+      if (index % PRODUCTS_PER_PAUSE === PRODUCTS_PER_PAUSE - 1) await tx.pause();
+      const current = existing.get(incoming.productCode.trim());
+      const id = current?.id ?? importedProductId(incoming, index, providerId, owners, claimedProductIds);
+      const row = importedRow(incoming, id, providerId, current);
+      (current ? writes.updateProducts : writes.insertProducts).push(row);
+      const assets = planAssets(row.id, current ? children.assets(row.id) : [], incoming, index, writes, takenAssets);
+      const features = planFeatures(
+        row.id,
+        current ? children.features(row.id) : [],
+        assets,
+        incoming.features,
+        writes,
+        {
+          field: `products[${index}].features`,
+          unknownId: "create",
+          taken: takenFeatures,
+        },
+      );
+      stored.push(toProduct(row, features, assets));
+    }
+    await tx.apply(writes);
+    return { stored, created: writes.insertProducts.length, updated: writes.updateProducts.length };
+  }
+
+  /** Plans an imported product's assets, matched by id or else by metricName; answers the assets afterwards. */
+  function planAssets(
+    productId: string,
+    existing: MonitoredAssetRow[],
+    product: Product,
+    index: number,
+    writes: CatalogWrites,
+    taken: Set<string>,
+  ): MonitoredAssetRow[] {
+    const assets = [...existing];
+    for (const asset of product.monitoredAssets) {
+      const position = assets.findIndex(
+        (candidate) => candidate.id === asset.id.toLowerCase() || candidate.metricName === asset.metricName.trim(),
+      );
+      if (position >= 0) {
+        const row = assetRow(asset, productId, assets[position]);
+        writes.updateAssets.push(row);
+        assets[position] = row;
+        continue;
+      }
+      const wanted = asset.id.toLowerCase();
+      const id = isUuid(wanted) && !taken.has(wanted) ? wanted : newId();
+      taken.add(id);
+      const row = assetRow(asset, productId, undefined, id);
+      writes.insertAssets.push(row);
+      assets.push(row);
+    }
+    requireRoom(`products[${index}].monitoredAssets`, assets.length, MAX_ASSETS_PER_PRODUCT, "monitored assets");
+    return assets;
   }
 
   /** The stored form of `asset`: replacing `current` when given, else new with `newAssetId`. */
@@ -472,25 +545,20 @@ export function createCatalogService(deps: CatalogDependencies): ServiceImpl<typ
    * The id of a product an import creates: the imported one when it is free. An id of another provider's
    * product is replaced silently, so an import learns nothing about other tenants.
    */
-  async function importedProductId(
-    tx: CatalogTransaction,
+  function importedProductId(
     product: Product,
     index: number,
     providerId: string,
-  ): Promise<string> {
+    owners: Map<string, string>,
+    claimed: Set<string>,
+  ): string {
     if (!product.id) return newId();
     const id = product.id.toLowerCase();
-    const owner = await tx.productOwner(id);
-    if (owner === providerId) {
+    if (owners.get(id) === providerId || claimed.has(id)) {
       throw conflict(`products[${index}].id ${id} is the id of another of your products`, "product-id-taken");
     }
-    return owner ? newId() : id;
-  }
-
-  /** `wanted` when it is a UUID no row holds yet, else a new id. */
-  async function freeId(wanted: string, taken: (id: string) => Promise<boolean>): Promise<string> {
-    const id = wanted.toLowerCase();
-    return isUuid(id) && !(await taken(id)) ? id : newId();
+    claimed.add(id);
+    return owners.has(id) ? newId() : id;
   }
 }
 
@@ -528,6 +596,8 @@ function requireOwnAsset(assets: MonitoredAssetRow[], assetId: string, field = "
 
 function validateImport(products: Product[]): void {
   const violations = new Violations();
+  checkImportSize(violations, products);
+  violations.throwIfAny();
   const codes = new Map<string, number>();
   for (const [index, product] of products.entries()) {
     const prefix = `products[${index}].`;
@@ -557,6 +627,26 @@ function validateImport(products: Product[]): void {
   violations.throwIfAny();
 }
 
+/** Refuses an operation after which a product would hold more than `cap` of something. */
+function requireRoom(field: string, count: number, cap: number, what: string): void {
+  if (count > cap) {
+    throw invalidField(
+      field,
+      `a product holds at most ${cap} ${what} (soft-deleted ones included); this would make ${count}`,
+    );
+  }
+}
+
+/** The lowercased UUIDs among the ids elements ask for. */
+function wantedIds(elements: { id: string }[]): string[] {
+  return elements.map((element) => element.id.toLowerCase()).filter(isUuid);
+}
+
+/** The order features and assets are read in: by creation, then id. */
+function byCreation(a: { createdAt: Date; id: string }, b: { createdAt: Date; id: string }): number {
+  return a.createdAt.getTime() - b.createdAt.getTime() || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+}
+
 /** Whether any column of `next` differs from `current` (dates compared by instant). */
 function differs<T extends object>(next: T, current: T): boolean {
   return Object.keys(next).some((key) => {
@@ -566,6 +656,9 @@ function differs<T extends object>(next: T, current: T): boolean {
 }
 
 const IMPORT_ATTEMPTS = 3;
+
+/** Imported products planned between pauses, so planning a large import does not hold the event loop. */
+const PRODUCTS_PER_PAUSE = 50;
 
 /**
  * Runs an import again when a concurrent writer created one of its product codes after the import looked it

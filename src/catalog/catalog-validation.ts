@@ -1,4 +1,4 @@
-import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
 import {
   AccumulationMethodSchema,
   CreditBalanceStatusSchema,
@@ -6,6 +6,7 @@ import {
   MetricTypeSchema,
   type MonitoredAsset,
   OverageSeveritySchema,
+  type Product,
   ProductStatusSchema,
   QuotaUsagePolicySchema,
 } from "../../gen/provision/v1/catalog_pb.js";
@@ -23,6 +24,13 @@ export const LIMITS = {
   /** Characters of a product's propertyValues as stored JSON, after a PUT merged them. */
   propertyValues: 65_536,
 } as const;
+
+/** Features a product holds, soft-deleted ones included (also the cap of a request's `features`). */
+export const MAX_FEATURES_PER_PRODUCT = 1000;
+/** Monitored assets a product holds. */
+export const MAX_ASSETS_PER_PRODUCT = 100;
+/** Elements of every repeated and map field inside the products of one import, together. */
+export const MAX_IMPORT_NESTED_ITEMS = 10_000;
 
 /** The instants a date column holds on every database: years 1000 to 9999. */
 const EARLIEST_DATE_SECONDS = BigInt(Date.UTC(1000, 0, 1) / 1000);
@@ -103,8 +111,10 @@ export function checkMonitoredAsset(violations: Violations, prefix: string, asse
     .uuid(`${prefix}meteredUsageId`, asset.meteredUsageId)
     .uuid(`${prefix}balanceUsageId`, asset.balanceUsageId)
     .enumValue(`${prefix}metricType`, asset.metricType, MetricTypeSchema);
+  checkDuration(violations, `${prefix}allowedBackDatingTolerance`, asset.allowedBackDatingTolerance);
   const metered = asset.meteredUsage;
   if (metered) {
+    checkTimestamp(violations, `${prefix}meteredUsage.suspendUntilTimeStamp`, metered.suspendUntilTimeStamp);
     violations
       .uuid(`${prefix}meteredUsage.id`, metered.id)
       .enumValue(
@@ -125,6 +135,9 @@ export function checkMonitoredAsset(violations: Violations, prefix: string, asse
   }
   const balance = asset.balanceUsage;
   if (balance) {
+    for (const name of ["lastDeposit", "suspendUntilTimeStamp", "lastAutoBalanceDate"] as const) {
+      checkTimestamp(violations, `${prefix}balanceUsage.${name}`, balance[name]);
+    }
     violations
       .uuid(`${prefix}balanceUsage.id`, balance.id)
       .enumValue(
@@ -144,4 +157,49 @@ export function checkMonitoredAsset(violations: Violations, prefix: string, asse
     violations.add(`${prefix}meteredUsage`, "is required when metricType is 1 (Metered)");
   if (asset.metricType === 2 && !balance)
     violations.add(`${prefix}balanceUsage`, "is required when metricType is 2 (Balance)");
+}
+
+/** Refuses an import whose products hold more than MAX_IMPORT_NESTED_ITEMS nested elements together. */
+export function checkImportSize(violations: Violations, products: Product[]): void {
+  let items = 0;
+  for (const product of products) {
+    items += product.features.length + product.monitoredAssets.length;
+    for (const value of Object.values(product.propertyValues)) items += 1 + value.metadata.length;
+    for (const asset of product.monitoredAssets) {
+      items += (asset.meteredUsage?.usageTiers.length ?? 0) + (asset.balanceUsage?.usageQuota.length ?? 0);
+    }
+  }
+  if (items > MAX_IMPORT_NESTED_ITEMS) {
+    violations.add(
+      "products",
+      `hold ${items} nested items (features, monitored assets, usage tiers and quotas, property values and their metadata); at most ${MAX_IMPORT_NESTED_ITEMS} are allowed per import`,
+    );
+  }
+}
+
+/** google.protobuf.Duration's valid range: about ±10,000 years, nanos with the sign of seconds. */
+const MAX_DURATION_SECONDS = 315_576_000_000n;
+/** google.protobuf.Timestamp's valid range: 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999999Z. */
+const MIN_TIMESTAMP_SECONDS = -62_135_596_800n;
+const MAX_TIMESTAMP_SECONDS = 253_402_300_799n;
+
+export function checkDuration(violations: Violations, field: string, duration: Duration | undefined): void {
+  if (!duration) return;
+  const { seconds, nanos } = duration;
+  const inRange = seconds >= -MAX_DURATION_SECONDS && seconds <= MAX_DURATION_SECONDS && Math.abs(nanos) <= 999_999_999;
+  const signAgrees = seconds === 0n || nanos === 0 || seconds > 0n === nanos > 0;
+  if (!inRange || !signAgrees) {
+    violations.add(
+      field,
+      "must be a valid duration: at most 315576000000 seconds either way, nanos with the sign of seconds",
+    );
+  }
+}
+
+export function checkTimestamp(violations: Violations, field: string, timestamp: Timestamp | undefined): void {
+  if (!timestamp) return;
+  const { seconds, nanos } = timestamp;
+  if (seconds < MIN_TIMESTAMP_SECONDS || seconds > MAX_TIMESTAMP_SECONDS || nanos < 0 || nanos > 999_999_999) {
+    violations.add(field, "must be a valid timestamp between 0001-01-01 and 9999-12-31, nanos from 0 to 999999999");
+  }
 }

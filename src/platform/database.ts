@@ -119,6 +119,20 @@ export function writeSerially<T>(dataSource: DataSource, work: () => Promise<T>)
   return run;
 }
 
+/**
+ * Runs a read in the same queue as the writes on SQLite: a write that yields between chunks keeps its
+ * transaction open on the one shared connection, and a read run meanwhile would see its uncommitted rows.
+ */
+export function readSerially<T>(dataSource: DataSource, work: () => Promise<T>): Promise<T> {
+  return writeSerially(dataSource, work);
+}
+
+/** Lets the event loop serve other requests between the chunks of a long write on SQLite (a no-op on MySQL). */
+export function yieldToEventLoop(dataSource: DataSource): Promise<void> {
+  if (dialectOf(dataSource) !== "sqlite") return Promise.resolve();
+  return new Promise((resolve) => setImmediate(resolve));
+}
+
 const DEADLOCK_ATTEMPTS = 5;
 
 /**

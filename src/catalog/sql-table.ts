@@ -1,0 +1,88 @@
+import type { DataSource, EntityManager, EntitySchema } from "typeorm";
+import type { ColumnMetadata } from "typeorm/metadata/ColumnMetadata.js";
+
+/** Rows per multi-row INSERT: well under every driver's limit of bound parameters. */
+const INSERT_CHUNK = 100;
+
+/**
+ * Plain SQL for one entity's table, with the SQL text built once: reads and writes skip TypeORM's query
+ * builder, while values are still converted by the driver exactly as TypeORM stores and loads them.
+ */
+export class SqlTable<Row extends { id: string }> {
+  readonly name: string;
+  readonly columns: ColumnMetadata[];
+  /** `a, b, c` in entity order. */
+  readonly columnList: string;
+  private readonly updateSql: string;
+  private readonly insertSql = new Map<number, string>();
+
+  constructor(
+    private readonly dataSource: DataSource,
+    entity: EntitySchema<Row>,
+  ) {
+    const metadata = dataSource.getMetadata(entity);
+    const quote = (name: string) => dataSource.driver.escape(name);
+    this.name = quote(metadata.tableName);
+    this.columns = metadata.columns;
+    this.columnList = this.columns.map((column) => quote(column.databaseName)).join(", ");
+    const assignments = this.columns.filter((column) => column.propertyName !== "id");
+    const setList = assignments.map((column) => `${quote(column.databaseName)} = ?`).join(", ");
+    this.updateSql = `UPDATE ${this.name} SET ${setList} WHERE id = ?`;
+  }
+
+  /** The entity row of a raw result row. */
+  hydrate(raw: Record<string, unknown>): Row {
+    const row: Record<string, unknown> = {};
+    for (const column of this.columns) {
+      row[column.propertyName] = this.dataSource.driver.prepareHydratedValue(raw[column.databaseName], column);
+    }
+    return row as Row;
+  }
+
+  async select(manager: EntityManager, where: string, parameters: unknown[]): Promise<Row[]> {
+    const raw = (await manager.query(
+      `SELECT ${this.columnList} FROM ${this.name} WHERE ${where}`,
+      parameters,
+    )) as Record<string, unknown>[];
+    return raw.map((row) => this.hydrate(row));
+  }
+
+  /** Inserts `rows` in multi-row statements of INSERT_CHUNK, calling `between` after each. */
+  async insert(manager: EntityManager, rows: Row[], between: () => Promise<void> = async () => {}): Promise<void> {
+    for (let start = 0; start < rows.length; start += INSERT_CHUNK) {
+      const chunk = rows.slice(start, start + INSERT_CHUNK);
+      await manager.query(
+        this.insertSqlFor(chunk.length),
+        chunk.flatMap((row) => this.values(row, this.columns)),
+      );
+      await between();
+    }
+  }
+
+  async update(manager: EntityManager, row: Row): Promise<void> {
+    const assignments = this.columns.filter((column) => column.propertyName !== "id");
+    await manager.query(this.updateSql, [...this.values(row, assignments), row.id]);
+  }
+
+  private values(row: Row, columns: ColumnMetadata[]): unknown[] {
+    const record = row as unknown as Record<string, unknown>;
+    return columns.map((column) =>
+      this.dataSource.driver.preparePersistentValue(record[column.propertyName] ?? null, column),
+    );
+  }
+
+  private insertSqlFor(count: number): string {
+    let sql = this.insertSql.get(count);
+    if (!sql) {
+      const tuple = `(${this.columns.map(() => "?").join(", ")})`;
+      sql = `INSERT INTO ${this.name} (${this.columnList}) VALUES ${Array(count).fill(tuple).join(", ")}`;
+      this.insertSql.set(count, sql);
+    }
+    return sql;
+  }
+}
+
+/** `?, ?, ?` for `count` parameters. */
+export function placeholders(count: number): string {
+  return Array(count).fill("?").join(", ");
+}

@@ -1,0 +1,246 @@
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { create } from "@bufbuild/protobuf";
+import { DurationSchema, TimestampSchema } from "@bufbuild/protobuf/wkt";
+import * as grpc from "@grpc/grpc-js";
+import anyTest, { type TestFn } from "ava";
+import {
+  AddMonitoredResourceRequestSchema,
+  CatalogService,
+  ImportProductsRequestSchema,
+  MonitoredAssetSchema,
+  ProductSchema,
+  UpdateMonitoredResourceRequestSchema,
+} from "../../gen/provision/v1/catalog_pb.js";
+import { authorizationMetadata } from "../support/credentials.js";
+import { grpcClient } from "../support/grpc-client.js";
+import { PRODUCTS, rest } from "../support/rest.js";
+import { startTestServer, type TestServer } from "../support/test-server.js";
+
+type Mode = "MySQL" | "SQLite";
+const MODES: Mode[] = ["MySQL", "SQLite"];
+
+const test = anyTest as TestFn<{ servers: Record<Mode, TestServer> }>;
+
+test.before(async (t) => {
+  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "provision-limits-")), "provision.sqlite");
+  const [mysqlServer, sqliteServer] = await Promise.all([startTestServer(), startTestServer({ embedded: { file } })]);
+  t.context.servers = { MySQL: mysqlServer, SQLite: sqliteServer };
+});
+
+test.after.always(async (t) => {
+  await Promise.all(Object.values(t.context.servers ?? {}).map((server) => server.close()));
+});
+
+async function createProduct(baseUrl: string, productCode: string): Promise<string> {
+  const response = await rest(baseUrl, "POST", PRODUCTS, { productCode });
+  if (response.status !== 200) throw new Error(`create answered ${response.status}`);
+  return response.body.id;
+}
+
+/**
+ * Runs `work` while polling `/healthz` on another connection, the first probe sent after the work's request;
+ * counts the health answers that arrived before `work` finished (an event loop held by it lets none through).
+ */
+async function pollingHealth<T>(
+  baseUrl: string,
+  work: () => Promise<T>,
+): Promise<{ result: T; answeredMeanwhile: number }> {
+  let done = false;
+  let answeredMeanwhile = 0;
+  const running = work().finally(() => {
+    done = true;
+  });
+  const poll = (async () => {
+    while (!done) {
+      const response = await fetch(`${baseUrl}/healthz`);
+      await response.arrayBuffer();
+      if (response.ok && !done) answeredMeanwhile++;
+    }
+  })();
+  const result = await running;
+  await poll;
+  return { result, answeredMeanwhile };
+}
+
+function features(count: number, prefix = "f") {
+  return Array.from({ length: count }, (_, index) => ({ featureCode: `${prefix}${index}` }));
+}
+
+for (const mode of MODES) {
+  // Serial: the test server shares this process, and other tests' work would hold its event loop too.
+  test.serial(
+    `${mode}: a PUT of 100k features is refused naming features and the cap while /healthz keeps answering`,
+    async (t) => {
+      const { baseUrl } = t.context.servers[mode];
+      const id = await createProduct(baseUrl, `HUGE-${mode}`);
+      const body = { features: Array.from({ length: 100_000 }, () => ({})) };
+      const { result, answeredMeanwhile } = await pollingHealth(baseUrl, () =>
+        rest(baseUrl, "PUT", `${PRODUCTS}/${id}`, body),
+      );
+      t.is(result.status, 400);
+      t.true(result.body.errors.some((error: { field: string }) => error.field === "features"));
+      t.regex(result.body.detail, /features/);
+      t.regex(result.body.detail, /1000/);
+      t.true(answeredMeanwhile > 0);
+      const stored = await rest(baseUrl, "GET", `${PRODUCTS}/${id}`);
+      t.is(stored.body.features.length, 0);
+      t.is(stored.body.revisionNumber, 1);
+    },
+  );
+
+  test(`${mode}: a product holds at most 1000 features in total, counted against what is stored`, async (t) => {
+    const { baseUrl } = t.context.servers[mode];
+    const id = await createProduct(baseUrl, `TOTAL-${mode}`);
+    t.is((await rest(baseUrl, "PUT", `${PRODUCTS}/${id}`, { features: features(600, "a") })).status, 200);
+    const over = await rest(baseUrl, "PUT", `${PRODUCTS}/${id}`, { features: features(401, "b") });
+    t.is(over.status, 400);
+    t.deepEqual(
+      over.body.errors.map((error: { field: string }) => error.field),
+      ["features"],
+    );
+    t.regex(over.body.detail, /at most 1000 features/);
+    const fits = await rest(baseUrl, "PUT", `${PRODUCTS}/${id}`, { features: features(400, "b") });
+    t.is(fits.status, 200);
+    t.is(fits.body.features.length, 1000);
+    const oneMore = await rest(baseUrl, "POST", `${PRODUCTS}/${id}/features`, { featureCode: "c" });
+    t.is(oneMore.status, 400);
+    t.is((await rest(baseUrl, "GET", `${PRODUCTS}/${id}`)).body.features.length, 1000);
+  });
+
+  test(`${mode}: an import over 10,000 nested items is refused naming products, writing nothing`, async (t) => {
+    const { baseUrl } = t.context.servers[mode];
+    const products = Array.from({ length: 1000 }, (_, index) => ({
+      productCode: `NEST-${mode}-${index}`,
+      features: features(index < 1 ? 11 : 10),
+    }));
+    const response = await rest(baseUrl, "POST", `${PRODUCTS}/import`, products);
+    t.is(response.status, 400);
+    t.regex(response.body.detail, /10001 nested items/);
+    t.regex(response.body.detail, /at most 10000/);
+    const listed = await rest(baseUrl, "GET", `${PRODUCTS}?filter=${encodeURIComponent(`NEST-${mode}`)}`);
+    t.is(listed.body.totalCount, 0);
+  });
+
+  test(`${mode}: a product holds at most 100 monitored assets`, async (t) => {
+    const { baseUrl } = t.context.servers[mode];
+    const assets = Array.from({ length: 101 }, (_, index) => ({ metricName: `m${index}` }));
+    const response = await rest(baseUrl, "POST", `${PRODUCTS}/import`, [
+      { productCode: `ASSETS-${mode}`, monitoredAssets: assets },
+    ]);
+    t.is(response.status, 400);
+    t.is(response.body.errors[0].field, "products[0].monitoredAssets");
+    t.regex(response.body.detail, /100/);
+  });
+}
+
+test.serial("SQLite: the largest legal import leaves /healthz answering while it runs, and lands whole", async (t) => {
+  const { baseUrl } = t.context.servers.SQLite;
+  const products = Array.from({ length: 1000 }, (_, index) => ({
+    productCode: `BIG-${index}`,
+    features: features(10),
+  }));
+  const { result, answeredMeanwhile } = await pollingHealth(baseUrl, () =>
+    rest(baseUrl, "POST", `${PRODUCTS}/import`, products),
+  );
+  t.is(result.status, 200);
+  t.is(result.body.createdCount, 1000);
+  t.is(result.body.products[999].features.length, 10);
+  t.true(answeredMeanwhile > 0);
+  const listed = await rest(baseUrl, "GET", `${PRODUCTS}?pageSize=100&filter=BIG-`);
+  t.is(listed.body.totalCount, 1000);
+  t.true(listed.body.items.every((item: { features: unknown[] }) => item.features.length === 10));
+});
+
+test("gRPC: an invalid Duration or Timestamp answers INVALID_ARGUMENT naming the field, not INTERNAL", async (t) => {
+  const server = t.context.servers.MySQL;
+  const id = await createProduct(server.baseUrl, "DURATIONS");
+  const client = grpcClient(CatalogService, `127.0.0.1:${server.port}`);
+  t.teardown(() => client.close());
+  const metadata = authorizationMetadata(server.adminAuthorization);
+
+  const wrongSign = create(MonitoredAssetSchema, {
+    metricName: "m",
+    allowedBackDatingTolerance: create(DurationSchema, { seconds: 5n, nanos: -1 }),
+  });
+  const added = await t.throwsAsync<grpc.ServiceError>(
+    client.call(
+      "addMonitoredResource",
+      create(AddMonitoredResourceRequestSchema, { productId: id, monitoredAsset: wrongSign }),
+      metadata,
+    ),
+  );
+  t.is(added?.code, grpc.status.INVALID_ARGUMENT);
+  t.regex(added?.details ?? "", /allowedBackDatingTolerance/);
+
+  const tooLong = create(MonitoredAssetSchema, {
+    metricName: "m",
+    allowedBackDatingTolerance: create(DurationSchema, { seconds: 400_000_000_000n }),
+  });
+  const imported = await t.throwsAsync<grpc.ServiceError>(
+    client.call(
+      "importProducts",
+      create(ImportProductsRequestSchema, {
+        products: [create(ProductSchema, { productCode: "D-IMPORT", monitoredAssets: [tooLong] })],
+      }),
+      metadata,
+    ),
+  );
+  t.is(imported?.code, grpc.status.INVALID_ARGUMENT);
+  t.regex(imported?.details ?? "", /products\[0\]\.monitoredAssets\[0\]\.allowedBackDatingTolerance/);
+
+  await client.call(
+    "addMonitoredResource",
+    create(AddMonitoredResourceRequestSchema, {
+      productId: id,
+      monitoredAsset: create(MonitoredAssetSchema, { metricName: "ok" }),
+    }),
+    metadata,
+  );
+  const farFuture = create(MonitoredAssetSchema, {
+    metricName: "ok",
+    metricType: 1,
+    meteredUsage: { suspendUntilTimeStamp: create(TimestampSchema, { seconds: 300_000_000_000n }) },
+  });
+  const updated = await t.throwsAsync<grpc.ServiceError>(
+    client.call(
+      "updateMonitoredResource",
+      create(UpdateMonitoredResourceRequestSchema, { productId: id, monitoredAsset: farFuture }),
+      metadata,
+    ),
+  );
+  t.is(updated?.code, grpc.status.INVALID_ARGUMENT);
+  t.regex(updated?.details ?? "", /meteredUsage\.suspendUntilTimeStamp/);
+
+  const badNanos = create(MonitoredAssetSchema, {
+    metricName: "n",
+    metricType: 2,
+    balanceUsage: { lastDeposit: create(TimestampSchema, { seconds: 1n, nanos: -5 }) },
+  });
+  const balance = await t.throwsAsync<grpc.ServiceError>(
+    client.call(
+      "addMonitoredResource",
+      create(AddMonitoredResourceRequestSchema, { productId: id, monitoredAsset: badNanos }),
+      metadata,
+    ),
+  );
+  t.is(balance?.code, grpc.status.INVALID_ARGUMENT);
+  t.regex(balance?.details ?? "", /balanceUsage\.lastDeposit/);
+});
+
+test("gRPC: a request over a field's cap answers INVALID_ARGUMENT naming the field and the cap", async (t) => {
+  const server = t.context.servers.MySQL;
+  const client = grpcClient(CatalogService, `127.0.0.1:${server.port}`);
+  t.teardown(() => client.close());
+  const products = Array.from({ length: 1001 }, (_, index) => create(ProductSchema, { productCode: `G${index}` }));
+  const error = await t.throwsAsync<grpc.ServiceError>(
+    client.call(
+      "importProducts",
+      create(ImportProductsRequestSchema, { products }),
+      authorizationMetadata(server.adminAuthorization),
+    ),
+  );
+  t.is(error?.code, grpc.status.INVALID_ARGUMENT);
+  t.regex(decodeURIComponent(error?.details ?? ""), /products holds 1001 items; at most 1000 are allowed/);
+});
