@@ -9,8 +9,8 @@ import { toConnectError } from "../error-interceptor.js";
 import { type Problem, problemFromConnectError, writeJson, writeProblem } from "../http-responses.js";
 import type { InProcessCall } from "../in-process-rpc.js";
 import { httpStatusOf } from "../problem-mapping.js";
+import { decodeRequestInChunks, encodeResponseInChunks } from "./chunked-codec.js";
 import { incomingHeaders } from "./incoming-headers.js";
-import { decodeRequest, encodeResponse } from "./json-codec.js";
 import { readInput } from "./rest-input.js";
 import type { RestRoute, RouteTable } from "./route-table.js";
 
@@ -77,7 +77,8 @@ export function createRestHandler(options: RestHandlerOptions) {
       return;
     }
     const tooMany = options.checkLimits?.(route.rpc, input.json) ?? [];
-    const decoded = tooMany.length > 0 ? { violations: tooMany } : decodeRequest(route.rpc.input, input.json);
+    const decoded =
+      tooMany.length > 0 ? { violations: tooMany } : await decodeRequestInChunks(route.rpc.input, input.json);
     if ("violations" in decoded) {
       answerViolations(response, route, decoded.violations, instance);
       return;
@@ -92,7 +93,7 @@ export function createRestHandler(options: RestHandlerOptions) {
         requestMethod: request.method ?? "GET",
         url: url.href,
       });
-      writeJson(response, 200, responseJson(route, output));
+      writeJson(response, 200, await responseJson(route, output));
     } catch (error) {
       const connectError = ConnectError.from(error);
       const status = httpStatusOf(connectError.code);
@@ -166,8 +167,8 @@ function writeError(response: NodeResponse, error: ConnectError, instance: strin
   writeProblem(response, problemFromConnectError(error, instance));
 }
 
-function responseJson(route: RestRoute, message: Message): JsonValue {
-  const json = encodeResponse(route.rpc.output, message) as JsonObject;
+async function responseJson(route: RestRoute, message: Message): Promise<JsonValue> {
+  const json = (await encodeResponseInChunks(route.rpc.output, message)) as JsonObject;
   if (!route.responseBody) return json;
   const field = route.rpc.output.fields.find((candidate) => candidate.name === route.responseBody);
   return field ? json[field.jsonName] : json;
