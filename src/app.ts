@@ -60,7 +60,7 @@ export async function connectInvalidationBus(config: Config, logger: Logger): Pr
 export async function connectCoordinator(config: Config, logger: Logger, clock: Clock): Promise<Coordinator> {
   return config.coordinator.kind === "redis"
     ? RedisCoordinator.connect(config.coordinator.url, logger)
-    : new MemoryCoordinator(clock);
+    : new MemoryCoordinator();
 }
 
 /**

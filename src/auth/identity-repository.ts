@@ -49,13 +49,24 @@ export class IdentityRepository {
     return this.dataSource.getRepository(ClientEntity).count();
   }
 
-  async listClients(
-    providerId: string | undefined,
+  /** One provider's clients, newest first. A missing provider is a bug in the caller, never "every provider". */
+  async listClients(providerId: string, offset: number, limit: number): Promise<{ rows: ClientRow[]; total: number }> {
+    if (!providerId) throw new Error("listClients needs a provider id; listAllClients lists every provider's");
+    return this.pageOfClients({ providerId }, offset, limit);
+  }
+
+  /** Every provider's clients, newest first: for the operator's CLI only. */
+  async listAllClients(offset: number, limit: number): Promise<{ rows: ClientRow[]; total: number }> {
+    return this.pageOfClients({}, offset, limit);
+  }
+
+  private async pageOfClients(
+    where: { providerId?: string },
     offset: number,
     limit: number,
   ): Promise<{ rows: ClientRow[]; total: number }> {
     const [rows, total] = await this.dataSource.getRepository(ClientEntity).findAndCount({
-      where: providerId ? { providerId } : {},
+      where,
       order: { createdAt: "DESC", clientId: "ASC" },
       skip: offset,
       take: limit,

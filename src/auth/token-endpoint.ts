@@ -1,17 +1,28 @@
+import { parse as parseContentType } from "content-type";
+import getRawBody from "raw-body";
 import type { Clock } from "../platform/clock.js";
-import type { Coordinator, RateDecision } from "../platform/coordinator.js";
+import { type Coordinator, isRateLimited, type RateLimiter } from "../platform/coordinator.js";
 import type { Logger } from "../platform/logger.js";
 import { addressBucket, clientAddressOf } from "../server/client-address.js";
 import { writeJson, writeProblem } from "../server/http-responses.js";
 import type { NodeRequest, NodeResponse } from "../server/rest/rest-handler.js";
+import { discardUnreadBody } from "../server/unread-body.js";
 import type { AccessTokens } from "./access-tokens.js";
 import type { IdentityRepository } from "./identity-repository.js";
 import { anyCovers, isValidScope, parseScopeList } from "./scopes.js";
 import { DECOY_HASH, verifySecret } from "./secrets.js";
 
 export const TOKEN_PATH = "/auth/connect/token";
+const FORM_TYPE = "application/x-www-form-urlencoded";
 const FORM_LIMIT_BYTES = 16 * 1024;
-const RATE_WINDOW_MS = 60_000;
+/** Longer ids are refused before they reach the database or a rate-limit key; ours are far shorter. */
+const CLIENT_ID_MAX_LENGTH = 256;
+const RATE_WINDOW_SECONDS = 60;
+/**
+ * A success is given back to its window only while this much of the window is left: given back after the
+ * window ended (as Redis's clock has it), it would open the next window one failure short of its limit.
+ */
+const REWARD_MARGIN_MS = 1000;
 
 export interface TokenEndpointOptions {
   repository: IdentityRepository;
@@ -42,17 +53,30 @@ class RateLimited extends Error {
 
 /** The OAuth 2.0 token endpoint (RFC 6749 §4.4): client credentials for a short-lived access token. */
 export function createTokenEndpoint(options: TokenEndpointOptions) {
+  const limiters = {
+    perAddress: options.coordinator.rateLimiter({
+      name: "token:address",
+      points: options.limits.perAddress,
+      durationSeconds: RATE_WINDOW_SECONDS,
+    }),
+    perClient: options.coordinator.rateLimiter({
+      name: "token:attempts",
+      points: options.limits.perClient,
+      durationSeconds: RATE_WINDOW_SECONDS,
+    }),
+  };
   return async function handleTokenRequest(request: NodeRequest, response: NodeResponse): Promise<void> {
     response.setHeader("Cache-Control", "no-store");
     response.setHeader("Pragma", "no-cache");
     if (request.method !== "POST") {
+      discardUnreadBody(request, response);
       response.setHeader("Allow", "POST");
       writeJson(response, 405, { error: "invalid_request", error_description: "use POST" });
       return;
     }
     try {
       const address = addressBucket(clientAddressOf(request));
-      await limit(options, `token:address:${address}`, options.limits.perAddress);
+      await limit(options, limiters.perAddress, address);
       const form = await readForm(request);
       const credentials = clientCredentials(request, form);
       const grantType = form.get("grant_type");
@@ -65,8 +89,8 @@ export function createTokenEndpoint(options: TokenEndpointOptions) {
       // collation), `admin ` must not get counters of its own while reaching the secret of `admin`.
       const attempt = await countAttempt(
         options,
+        limiters.perClient,
         `${found?.clientId ?? credentials.clientId}:${address}`,
-        options.limits.perClient,
       );
       const secretMatches = await verifySecret(credentials.clientSecret, found?.secretHash ?? DECOY_HASH);
       const client =
@@ -93,6 +117,7 @@ export function createTokenEndpoint(options: TokenEndpointOptions) {
         scope: requested.join(" "),
       });
     } catch (error) {
+      discardUnreadBody(request, response);
       if (error instanceof RateLimited) {
         const seconds = Math.max(1, Math.ceil(error.retryAfterMs / 1000));
         response.setHeader("Retry-After", String(seconds));
@@ -114,43 +139,48 @@ export function createTokenEndpoint(options: TokenEndpointOptions) {
 
 /**
  * Counts one authentication attempt of a client id from an address, atomically and before the secret is
- * checked, and refuses it when the attempts of the window, less its successful ones, exceed `allowed`. So
- * however many wrong secrets arrive at once, exactly `allowed` of them are checked in a window and the rest
- * answer 429 (from that address the right secret too, until the window ends); elsewhere nobody is affected.
- * Successes are counted apart, in a counter that ends with the attempts' window, and never use up the limit.
- * Reading the successes before counting the attempt keeps the bound exact: a success counted in between is one
- * this attempt does not subtract.
+ * checked, and refuses it when the window's attempts, less its successful ones, exceed the limit. So however
+ * many wrong secrets arrive at once, exactly the limit of them are checked in a window and the rest answer 429
+ * (from that address the right secret too, until the window ends); elsewhere nobody is affected. A success
+ * gives its point back, so successes never use up the limit.
  */
 async function countAttempt(
   options: TokenEndpointOptions,
+  limiter: RateLimiter,
   subject: string,
-  allowed: number,
 ): Promise<{ succeeded(): Promise<void> }> {
-  const attemptsKey = `token:attempts:${subject}`;
-  const successesKey = `token:successes:${subject}`;
   const started = performance.now();
-  let successes: number;
-  let attempts: RateDecision;
+  let msLeftInWindow: number;
   try {
-    successes = (await options.coordinator.peek(successesKey)).count;
-    attempts = await options.coordinator.hit(attemptsKey, Number.MAX_SAFE_INTEGER, RATE_WINDOW_MS);
-  } catch (error) {
-    warnUnavailable(options, error);
+    msLeftInWindow = (await limiter.consume(subject)).msBeforeNext;
+  } catch (reason) {
+    if (isRateLimited(reason)) throw new RateLimited(reason.msBeforeNext);
+    warnUnavailable(options, reason);
     return { succeeded: async () => {} };
   }
-  if (attempts.count - successes > allowed) throw new RateLimited(attempts.retryAfterMs);
   return {
     async succeeded() {
-      // Never past the attempts' window: carried into the next one, it would let more failures through there.
-      const windowLeftMs = Math.floor(attempts.retryAfterMs - (performance.now() - started));
-      if (windowLeftMs <= 0) return;
+      if (msLeftInWindow - (performance.now() - started) < REWARD_MARGIN_MS) return;
       try {
-        await options.coordinator.hit(successesKey, Number.MAX_SAFE_INTEGER, windowLeftMs);
+        await limiter.reward(subject);
       } catch (error) {
         warnUnavailable(options, error);
       }
     },
   };
+}
+
+/**
+ * Counts one request against `key`. When the coordinator is unreachable the request goes through unlimited
+ * (and a warning is logged): losing Redis must not lock every client out.
+ */
+async function limit(options: TokenEndpointOptions, limiter: RateLimiter, key: string): Promise<void> {
+  try {
+    await limiter.consume(key);
+  } catch (reason) {
+    if (isRateLimited(reason)) throw new RateLimited(reason.msBeforeNext);
+    warnUnavailable(options, reason);
+  }
 }
 
 function warnUnavailable(options: TokenEndpointOptions, error: unknown): void {
@@ -160,43 +190,23 @@ function warnUnavailable(options: TokenEndpointOptions, error: unknown): void {
   );
 }
 
-/**
- * Counts one request against `key`. When the coordinator is unreachable the request goes through unlimited
- * (and a warning is logged): losing Redis must not lock every client out.
- */
-async function limit(options: TokenEndpointOptions, key: string, allowed: number): Promise<void> {
-  let decision: RateDecision;
-  try {
-    decision = await options.coordinator.hit(key, allowed, RATE_WINDOW_MS);
-  } catch (error) {
-    options.logger.warn(
-      { err: { message: (error as Error).message } },
-      "token rate limit skipped: coordinator unavailable",
-    );
-    return;
-  }
-  if (!decision.allowed) throw new RateLimited(decision.retryAfterMs);
-}
-
 async function readForm(request: NodeRequest): Promise<URLSearchParams> {
-  const mediaType = String(request.headers["content-type"] ?? "")
-    .split(";")[0]
-    .trim()
-    .toLowerCase();
-  if (mediaType !== "application/x-www-form-urlencoded") {
-    request.resume();
-    throw new TokenError("invalid_request", "send the request as application/x-www-form-urlencoded");
+  if (mediaType(request.headers["content-type"]) !== FORM_TYPE) {
+    throw new TokenError("invalid_request", `send the request as ${FORM_TYPE}`);
   }
-  let size = 0;
-  const chunks: Buffer[] = [];
-  for await (const chunk of request as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > FORM_LIMIT_BYTES) throw new TokenError("invalid_request", "the request is too large");
-    chunks.push(chunk);
+  let text: string;
+  try {
+    text = await getRawBody(request as NodeJS.ReadableStream, {
+      limit: FORM_LIMIT_BYTES,
+      length: request.headers["content-length"],
+      encoding: "utf8",
+    });
+  } catch (error) {
+    throw bodyError(error as getRawBody.RawBodyError);
   }
   // RFC 6749 §3.1: a parameter sent without a value is treated as if it were omitted.
   const form = new URLSearchParams();
-  for (const [name, value] of new URLSearchParams(Buffer.concat(chunks).toString("utf8"))) {
+  for (const [name, value] of new URLSearchParams(text)) {
     if (value !== "") form.append(name, value);
   }
   for (const name of new Set(form.keys())) {
@@ -205,8 +215,34 @@ async function readForm(request: NodeRequest): Promise<URLSearchParams> {
   return form;
 }
 
-/** client_secret_basic (RFC 6749 §2.3.1, form-encoded then base64) or client_secret_post, never both. */
+function mediaType(header: string | undefined): string {
+  return header ? parseContentType(header, { parameters: false }).type : "";
+}
+
+function bodyError(error: getRawBody.RawBodyError): TokenError {
+  switch (error.type) {
+    case "entity.too.large":
+      return new TokenError("invalid_request", `the request is too large: at most ${FORM_LIMIT_BYTES} bytes`);
+    case "request.size.invalid":
+      return new TokenError("invalid_request", "the body is shorter or longer than its Content-Length");
+    case "request.aborted":
+      return new TokenError("invalid_request", "the request body ended early");
+    default:
+      throw error;
+  }
+}
+
+/** The presented credentials, with a client id short enough to look up and to count attempts under. */
 function clientCredentials(request: NodeRequest, form: URLSearchParams): { clientId: string; clientSecret: string } {
+  const credentials = presentedCredentials(request, form);
+  if (credentials.clientId.length > CLIENT_ID_MAX_LENGTH) {
+    throw new TokenError("invalid_request", `client_id is longer than ${CLIENT_ID_MAX_LENGTH} characters`);
+  }
+  return credentials;
+}
+
+/** client_secret_basic (RFC 6749 §2.3.1, form-encoded then base64) or client_secret_post, never both. */
+function presentedCredentials(request: NodeRequest, form: URLSearchParams): { clientId: string; clientSecret: string } {
   const header = request.headers.authorization;
   const basic = typeof header === "string" ? /^Basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(header) : null;
   if (typeof header === "string" && !basic) {

@@ -96,7 +96,10 @@ const COMMANDS: Record<string, Command> = {
     usage: "clients list [--provider ID]",
     options: ["provider"],
     async run({ identity, options }) {
-      const { rows } = await identity.listClients(options.provider, 0, 10_000);
+      const { rows } =
+        options.provider !== undefined
+          ? await identity.listClients(options.provider, 0, 10_000)
+          : await identity.listAllClients(0, 10_000);
       return rows.map(clientJson);
     },
   },

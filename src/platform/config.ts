@@ -1,8 +1,12 @@
 import fs from "node:fs";
 import net from "node:net";
 import path from "node:path";
+import proxyaddr from "proxy-addr";
 
 export type DatabaseConfig = { kind: "mysql"; url: string } | { kind: "sqlite"; file: string };
+
+/** Whether the hop `address`, `hop` steps from the server, is a proxy trusted to name the next one. */
+export type ProxyTrust = (address: string, hop: number) => boolean;
 
 export type CoordinatorConfig = { kind: "redis"; url: string } | { kind: "memory" };
 
@@ -34,7 +38,7 @@ export interface Config {
   logLevel: string;
   shutdownGraceMs: number;
   /** Peers (load balancers, ingress) trusted to name the client in X-Forwarded-For; none by default. */
-  trustedProxies?: net.BlockList;
+  trustedProxies?: ProxyTrust;
   auth: AuthConfig;
 }
 
@@ -120,26 +124,33 @@ function authConfig(env: NodeJS.ProcessEnv): AuthConfig {
   };
 }
 
-function trustedProxies(env: NodeJS.ProcessEnv): net.BlockList | undefined {
+function trustedProxies(env: NodeJS.ProcessEnv): ProxyTrust | undefined {
   const entries = optional(env, "TRUSTED_PROXIES")
     ?.split(",")
     .map((entry) => entry.trim())
     .filter(Boolean);
   if (!entries?.length) return undefined;
-  const list = new net.BlockList();
   for (const entry of entries) {
-    const [address, prefix, extra] = entry.split("/");
-    const family = net.isIP(address);
-    const bits = prefix === undefined ? undefined : /^\d{1,3}$/.test(prefix) ? Number(prefix) : Number.NaN;
-    const validBits = bits === undefined || bits <= (family === 4 ? 32 : 128);
-    if (!family || extra !== undefined || !validBits) {
+    if (!isAddressOrNetwork(entry)) {
       throw new ConfigError("TRUSTED_PROXIES", `has ${JSON.stringify(entry)}, not an IP address or CIDR network`);
     }
-    const type = family === 4 ? "ipv4" : "ipv6";
-    if (bits === undefined) list.addAddress(address, type);
-    else list.addSubnet(address, bits, type);
   }
-  return list;
+  return proxyaddr.compile(entries);
+}
+
+/**
+ * An address, or one with a prefix length of 1 to 32 (IPv4) or 128 (IPv6). Stricter than proxy-addr, which
+ * also takes netmasks, the short and hex forms of IPv4 (`127.1`) and named ranges.
+ */
+function isAddressOrNetwork(entry: string): boolean {
+  const [address, prefix, extra] = entry.split("/");
+  if (!net.isIP(address) || extra !== undefined || (prefix !== undefined && !/^\d{1,3}$/.test(prefix))) return false;
+  try {
+    proxyaddr.compile(entry);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 function databaseConfig(env: NodeJS.ProcessEnv): DatabaseConfig {

@@ -1,3 +1,5 @@
+import { type RateLimiterAbstract, RateLimiterRes } from "rate-limiter-flexible";
+
 /**
  * What must be atomic and fast across instances: seat leases, metering counters, rate limits and short
  * locks. Redis in production (`redis-coordinator.ts`), in-process for one embedded instance
@@ -7,18 +9,49 @@ export interface Coordinator {
   readonly kind: "redis" | "memory";
   ping(): Promise<void>;
   /**
-   * Counts one hit against `key` in a fixed window of `windowMs` that starts with the key's first hit.
-   * Hits beyond `limit` in the window are refused until it ends, `retryAfterMs` from now.
+   * The fixed-window limiter named `options.name` (rate-limiter-flexible), counting in this coordinator's
+   * store, so every instance on one Redis shares its counts. The same name answers the same limiter.
    */
-  hit(key: string, limit: number, windowMs: number): Promise<RateDecision>;
-  /** The hits counted against `key` in its current window, without counting one; 0 when there is none. */
-  peek(key: string): Promise<{ count: number; retryAfterMs: number }>;
+  rateLimiter(options: RateLimitOptions): RateLimiter;
   close(): Promise<void>;
 }
 
-export interface RateDecision {
-  allowed: boolean;
-  /** Hits counted in the current window, this one included. */
-  count: number;
-  retryAfterMs: number;
+export interface RateLimitOptions {
+  /** Prefixes the limiter's keys: limiters of different names never share a count. */
+  name: string;
+  /** Points a key may consume in a window; consuming beyond them is refused until the window ends. */
+  points: number;
+  /** The window, which starts with a key's first point; whole seconds, as rate-limiter-flexible counts. */
+  durationSeconds: number;
+}
+
+/**
+ * The operations Provision uses. `consume` resolves with the key's state while it is within its points,
+ * rejects with that state (a `RateLimiterRes`, see `isRateLimited`) beyond them, and rejects with an `Error`
+ * when the store fails. `reward` gives points back within the current window.
+ */
+export type RateLimiter = Pick<RateLimiterAbstract, "consume" | "reward" | "get" | "delete">;
+
+/** A refusal of `consume`, as opposed to a failure of the store. */
+export function isRateLimited(reason: unknown): reason is RateLimiterRes {
+  return reason instanceof RateLimiterRes;
+}
+
+/** One limiter per name, made on first use; a name asked for again with other options is a programming error. */
+export function limiterRegistry(
+  make: (options: RateLimitOptions) => RateLimiter,
+): (options: RateLimitOptions) => RateLimiter {
+  const limiters = new Map<string, { options: RateLimitOptions; limiter: RateLimiter }>();
+  return (options) => {
+    const known = limiters.get(options.name);
+    if (!known) {
+      const limiter = make(options);
+      limiters.set(options.name, { options, limiter });
+      return limiter;
+    }
+    if (known.options.points !== options.points || known.options.durationSeconds !== options.durationSeconds) {
+      throw new Error(`rate limiter ${options.name} exists with other points or duration`);
+    }
+    return known.limiter;
+  };
 }

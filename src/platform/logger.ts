@@ -26,6 +26,25 @@ const REDACTED_PATHS = [
   "*.access_token",
 ];
 
+/**
+ * What a logged error keeps. Everything else is dropped: a TypeORM QueryFailedError carries `query`,
+ * `parameters`, and a `driverError` and `sql` with the values inlined (a failed secret rotation would log the
+ * new secret's hash).
+ */
+const ERROR_FIELDS = ["name", "message", "code", "errno", "sqlState", "stack"] as const;
+/** Causes followed at most this deep: a cause may be a QueryFailedError too. */
+const MAX_CAUSE_DEPTH = 3;
+
+function serializeError(value: unknown, depth = 0): unknown {
+  if (typeof value !== "object" || value === null) return value;
+  const error = value as Record<string, unknown>;
+  const record: Record<string, unknown> = {};
+  if (value instanceof Error) record.type = value.constructor.name;
+  for (const field of ERROR_FIELDS) if (error[field] !== undefined) record[field] = error[field];
+  if (error.cause !== undefined && depth < MAX_CAUSE_DEPTH) record.cause = serializeError(error.cause, depth + 1);
+  return record;
+}
+
 export function createLogger(level: string, destination?: pino.DestinationStream): Logger {
   return pino(
     {
@@ -33,6 +52,7 @@ export function createLogger(level: string, destination?: pino.DestinationStream
       base: { service: "provision" },
       timestamp: pino.stdTimeFunctions.isoTime,
       redact: { paths: REDACTED_PATHS, censor: "[redacted]" },
+      serializers: { err: serializeError, error: serializeError },
       formatters: { level: (label) => ({ level: label }) },
     },
     destination,

@@ -1,59 +1,23 @@
+import { RateLimiterRedis, RLWrapperTimeouts } from "rate-limiter-flexible";
 import { createClient, type RedisClientType } from "redis";
-import type { Coordinator, RateDecision } from "./coordinator.js";
+import { type Coordinator, limiterRegistry, type RateLimiter, type RateLimitOptions } from "./coordinator.js";
 import type { Logger } from "./logger.js";
 
 /** At start-up, give up after this many failed attempts (about 3 s) rather than wait forever. */
 const INITIAL_CONNECT_RETRIES = 5;
 
-/** One hit in a fixed window: INCR, starting the window's expiry on the first hit. Answers {count, ms left}. */
-const FIXED_WINDOW_HIT = `
-local count = redis.call('INCR', KEYS[1])
-local ttl = redis.call('PTTL', KEYS[1])
-if ttl < 0 then
-  redis.call('PEXPIRE', KEYS[1], ARGV[1])
-  ttl = tonumber(ARGV[1])
-end
-return {count, ttl}
-`;
-
-/** The count of a window and its ms left, or {0, 0}, in one round trip. */
-const WINDOW_PEEK = `
-local count = redis.call('GET', KEYS[1])
-if not count then return {0, 0} end
-return {tonumber(count), redis.call('PTTL', KEYS[1])}
-`;
-
-/** One hash tag per rate key, so each script touches one slot (Redis Cluster). */
-function rateKey(key: string): string {
-  return `provision:{rate:${key}}`;
-}
+/** Where rate limits count: one prefix for Provision's keys, then the limiter's name. */
+const RATE_KEY_PREFIX = "provision:rate";
 
 /** How long one Redis command may take before the caller treats Redis as unavailable. */
 const COMMAND_DEADLINE_MS = 1000;
 
-async function withDeadline<T>(command: Promise<T>): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      command,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(
-          () => reject(new Error(`redis did not answer within ${COMMAND_DEADLINE_MS} ms`)),
-          COMMAND_DEADLINE_MS,
-        );
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
 export class RedisCoordinator implements Coordinator {
   readonly kind = "redis" as const;
-  private readonly client: RedisClientType;
+  readonly rateLimiter: (options: RateLimitOptions) => RateLimiter;
 
-  private constructor(client: RedisClientType) {
-    this.client = client;
+  private constructor(private readonly client: RedisClientType) {
+    this.rateLimiter = limiterRegistry((options) => redisRateLimiter(client, options));
   }
 
   /** Connects, retrying in the background after a lost connection; readiness reports while it is down. */
@@ -88,24 +52,47 @@ export class RedisCoordinator implements Coordinator {
 
   async ping(): Promise<void> {
     if (!this.client.isReady) throw new Error("redis is not connected");
-    await withDeadline(this.client.ping());
+    await this.client.ping();
   }
 
-  async hit(key: string, limit: number, windowMs: number): Promise<RateDecision> {
-    const [count, ttl] = (await withDeadline(
-      this.client.eval(FIXED_WINDOW_HIT, { keys: [rateKey(key)], arguments: [String(windowMs)] }),
-    )) as [number, number];
-    return { allowed: count <= limit, count, retryAfterMs: ttl };
-  }
-
-  async peek(key: string): Promise<{ count: number; retryAfterMs: number }> {
-    const [count, ttl] = (await withDeadline(
-      this.client.eval(WINDOW_PEEK, { keys: [rateKey(key)], arguments: [] }),
-    )) as [number, number];
-    return { count, retryAfterMs: ttl };
-  }
-
+  /** Waits for commands in flight, but not for a Redis that stopped answering them. */
   async close(): Promise<void> {
-    if (this.client.isOpen) await this.client.close();
+    if (!this.client.isOpen) return;
+    // Redis answers in order: once PING is answered, nothing sent before it is still in flight.
+    const answering = this.client.isReady && (await answersWithin(this.client.ping(), COMMAND_DEADLINE_MS));
+    if (answering) await this.client.close();
+    else this.client.destroy();
   }
+}
+
+async function answersWithin(command: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<boolean>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+  });
+  try {
+    return await Promise.race([
+      command.then(
+        () => true,
+        () => false,
+      ),
+      deadline,
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Counted by one Lua script per consume (INCRBY, and the window's expiry on its first point), so racing instances never lose a count. */
+function redisRateLimiter(client: RedisClientType, { name, points, durationSeconds }: RateLimitOptions): RateLimiter {
+  const limiter = new RateLimiterRedis({
+    storeClient: client,
+    // node-redis v4 and later: options objects rather than positional arguments.
+    useRedisPackage: true,
+    rejectIfRedisNotReady: true,
+    keyPrefix: `${RATE_KEY_PREFIX}:${name}`,
+    points,
+    duration: durationSeconds,
+  });
+  return new RLWrapperTimeouts({ limiter, timeoutMs: COMMAND_DEADLINE_MS });
 }

@@ -1,28 +1,30 @@
+import type { IncomingMessage } from "node:http";
 import net from "node:net";
+import proxyaddr from "proxy-addr";
+import type { ProxyTrust } from "../platform/config.js";
 import type { NodeRequest } from "./rest/rest-handler.js";
 
 const clientAddresses = new WeakMap<NodeRequest, string>();
 
 /**
  * The address of the client behind `peer`: `peer` itself, or, while the hop in hand is a trusted proxy, the
- * next address of X-Forwarded-For read from the right (the left part is whatever the client wrote).
+ * next address of X-Forwarded-For read from the right (the left part is whatever the client wrote). An entry
+ * that is no address ends the walk at the last proxy, which is then the client as far as we can tell.
  */
 export function resolveClientAddress(
   peer: string | undefined,
   forwardedFor: string | string[] | undefined,
-  trusted: net.BlockList | undefined,
+  trusted: ProxyTrust | undefined,
 ): string {
-  let address = canonical(peer);
+  const address = canonical(peer);
   if (!address) return "unknown";
   if (!trusted || forwardedFor === undefined) return address;
-  const hops = (Array.isArray(forwardedFor) ? forwardedFor.join(",") : forwardedFor).split(",").reverse();
-  for (const hop of hops) {
-    if (!isListed(trusted, address)) break;
-    const next = canonical(hop.trim());
-    if (!next) break;
-    address = next;
-  }
-  return address;
+  const header = Array.isArray(forwardedFor) ? forwardedFor.join(",") : forwardedFor;
+  const hops = proxyaddr.all(
+    { socket: { remoteAddress: address }, headers: { "x-forwarded-for": header } } as unknown as IncomingMessage,
+    trusted,
+  );
+  return canonical(hops[hops.length - 1]) ?? canonical(hops[hops.length - 2]) ?? address;
 }
 
 export function recordClientAddress(request: NodeRequest, address: string): void {
@@ -45,10 +47,6 @@ function canonical(address: string | undefined): string | undefined {
   if (!address || !net.isIP(address)) return undefined;
   const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
   return mapped ? mapped[1] : address.toLowerCase();
-}
-
-function isListed(list: net.BlockList, address: string): boolean {
-  return list.check(address, net.isIP(address) === 4 ? "ipv4" : "ipv6");
 }
 
 function expandIpv6(address: string): string[] {

@@ -2,11 +2,14 @@ import { create } from "@bufbuild/protobuf";
 import * as grpc from "@grpc/grpc-js";
 import anyTest, { type TestFn } from "ava";
 import { ClientAdminService, SetClientEnabledRequestSchema } from "../../gen/provision/v1/client_admin_pb.js";
+import { IdentityRepository } from "../../src/auth/identity-repository.js";
 import { DEFAULT_PROVIDER_ID } from "../../src/server/tenant.js";
 import { accessToken, requestToken } from "../support/auth.js";
+import { cli } from "../support/cli.js";
 import { authorizationMetadata, bearerWithScopes } from "../support/credentials.js";
 import { grpcClient } from "../support/grpc-client.js";
 import { CLIENTS } from "../support/oauth-clients.js";
+import { createProviderWithClient } from "../support/providers.js";
 import { PRODUCTS, rest } from "../support/rest.js";
 import { startTestServer, type TestServer } from "../support/test-server.js";
 
@@ -240,4 +243,33 @@ test("SetClientEnabled without `enabled` (Connect, gRPC) is refused naming the f
   const disabled = await connect({ clientId, enabled: false });
   t.is(disabled.status, 200);
   t.true(((await disabled.json()) as { client: { disabled: boolean } }).client.disabled, "an explicit false disables");
+});
+
+test("listing clients without a provider id fails instead of listing every provider's", async (t) => {
+  const { server } = t.context;
+  const identity = new IdentityRepository(server.app.dataSource);
+  const other = await createProviderWithClient(server);
+  for (const providerId of ["", undefined, null]) {
+    await t.throwsAsync(() => identity.listClients(providerId as unknown as string, 0, 100), {
+      message: /provider id/,
+    });
+  }
+  const own = await identity.listClients(DEFAULT_PROVIDER_ID, 0, 100);
+  t.true(own.rows.length > 0);
+  t.true(own.rows.every((row) => row.providerId === DEFAULT_PROVIDER_ID));
+  const all = await identity.listAllClients(0, 1000);
+  t.true(all.rows.some((row) => row.clientId === other.clientId));
+  t.true(all.rows.some((row) => row.providerId === DEFAULT_PROVIDER_ID));
+});
+
+test("the CLI lists every provider's clients without --provider, and one provider's with it", async (t) => {
+  const { server } = t.context;
+  const other = await createProviderWithClient(server);
+  const databaseUrl = String((server.app.dataSource.options as { url?: string }).url);
+  t.regex(databaseUrl, /^mysql:/);
+  const ids = (entries: Array<{ clientId: string }>) => entries.map((entry) => entry.clientId);
+  const all = ids(await cli(databaseUrl, "clients", "list"));
+  t.true(all.includes(other.clientId));
+  t.true(all.includes(server.admin.clientId));
+  t.deepEqual(ids(await cli(databaseUrl, "clients", "list", "--provider", other.providerId)), [other.clientId]);
 });

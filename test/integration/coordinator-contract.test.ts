@@ -1,27 +1,16 @@
 import { randomUUID } from "node:crypto";
+import net from "node:net";
 import { Writable } from "node:stream";
 import { setTimeout as delay } from "node:timers/promises";
 import test, { type ExecutionContext } from "ava";
-import type { Coordinator, RateDecision } from "../../src/platform/coordinator.js";
+import { createClient as createRedisClient } from "redis";
+import { type Coordinator, isRateLimited, type RateLimiter } from "../../src/platform/coordinator.js";
 import { createLogger } from "../../src/platform/logger.js";
 import { MemoryCoordinator } from "../../src/platform/memory-coordinator.js";
 import { RedisCoordinator } from "../../src/platform/redis-coordinator.js";
-import { manualClock } from "../support/manual-clock.js";
 import { TEST_REDIS_URL } from "../support/test-server.js";
 
-/**
- * One implementation under the contract: a coordinator, its notion of now, and a way to hit a key until its
- * window has ended (the memory coordinator's injected clock moves; Redis's own clock has to run).
- */
-interface Subject {
-  coordinator: Coordinator;
-  now(): number;
-  /** Keeps hitting `key` until a decision opens a new window, and answers that decision. */
-  hitUntilNewWindow(key: string, limit: number, windowMs: number): Promise<RateDecision>;
-}
-
-const WINDOW_MS = 60_000;
-const SHORT_WINDOW_MS = 300;
+const WINDOW_SECONDS = 60;
 
 const discardLogs = new Writable({ write: (_chunk, _encoding, callback) => callback() });
 let redis: RedisCoordinator | undefined;
@@ -34,63 +23,42 @@ test.after.always(async () => {
   await redis?.close();
 });
 
-const subjects: Record<"redis" | "memory", () => Subject> = {
+const coordinators: Record<"redis" | "memory", () => Coordinator> = {
   redis: () => {
     if (!redis) throw new Error("redis did not connect");
-    const coordinator = redis;
-    return {
-      coordinator,
-      now: () => Date.now(),
-      async hitUntilNewWindow(key, limit, windowMs) {
-        // Bounded polling: Redis ends the window on its own clock. Every probe is a refused hit itself.
-        // If refused hits extended the window, probing every 20 ms would keep it open and this would throw.
-        for (let attempt = 0; attempt < 250; attempt++) {
-          const decision = await coordinator.hit(key, limit, windowMs);
-          if (decision.count === 1) return decision;
-          await delay(20);
-        }
-        throw new Error(`the window of ${key} did not end within 5 s`);
-      },
-    };
+    return redis;
   },
-  memory: () => {
-    const clock = manualClock();
-    const coordinator = new MemoryCoordinator(clock);
-    return {
-      coordinator,
-      now: () => clock.now().getTime(),
-      async hitUntilNewWindow(key, limit, windowMs) {
-        for (let step = 0; step < windowMs / 50 + 1; step++) {
-          const decision = await coordinator.hit(key, limit, windowMs);
-          if (decision.count === 1) return decision;
-          clock.advance(50);
-        }
-        throw new Error(`the window of ${key} did not end`);
-      },
-    };
-  },
+  memory: () => new MemoryCoordinator(),
 };
 
-function key(t: ExecutionContext): string {
+/** A limiter name of this test's own: every test file shares one Redis. */
+function name(t: ExecutionContext): string {
   return `contract:${t.title.slice(0, 24).replace(/\W+/g, "-")}:${randomUUID()}`;
 }
 
-for (const kind of ["redis", "memory"] as const) {
-  const make = subjects[kind];
-  test(`${kind}: hits within a window are counted one by one`, async (t) => {
-    const { coordinator } = make();
-    t.is(coordinator.kind, kind);
-    const name = key(t);
-    const counts = [];
-    for (let i = 0; i < 4; i++) counts.push((await coordinator.hit(name, 10, WINDOW_MS)).count);
-    t.deepEqual(counts, [1, 2, 3, 4]);
-  });
+/** The consumed points of one consume, whether it was allowed or refused. */
+async function consume(
+  limiter: RateLimiter,
+  key: string,
+): Promise<{ allowed: boolean; count: number; msLeft: number }> {
+  try {
+    const state = await limiter.consume(key);
+    return { allowed: true, count: state.consumedPoints, msLeft: state.msBeforeNext };
+  } catch (reason) {
+    if (!isRateLimited(reason)) throw reason;
+    return { allowed: false, count: reason.consumedPoints, msLeft: reason.msBeforeNext };
+  }
+}
 
-  test(`${kind}: hits are allowed up to the limit and refused beyond it`, async (t) => {
-    const { coordinator } = make();
-    const name = key(t);
+for (const kind of ["redis", "memory"] as const) {
+  const make = coordinators[kind];
+
+  test(`${kind}: points within a window are counted one by one, allowed up to the limit and refused beyond`, async (t) => {
+    const coordinator = make();
+    t.is(coordinator.kind, kind);
+    const limiter = coordinator.rateLimiter({ name: name(t), points: 3, durationSeconds: WINDOW_SECONDS });
     const decisions = [];
-    for (let i = 0; i < 5; i++) decisions.push(await coordinator.hit(name, 3, WINDOW_MS));
+    for (let i = 0; i < 5; i++) decisions.push(await consume(limiter, "key"));
     t.deepEqual(
       decisions.map(({ allowed, count }) => ({ allowed, count })),
       [
@@ -103,57 +71,65 @@ for (const kind of ["redis", "memory"] as const) {
     );
   });
 
-  test(`${kind}: retryAfterMs is more than zero and at most the window`, async (t) => {
-    const { coordinator } = make();
-    const name = key(t);
+  test(`${kind}: the time left is more than zero and at most the window, in milliseconds`, async (t) => {
+    const limiter = make().rateLimiter({ name: name(t), points: 2, durationSeconds: WINDOW_SECONDS });
     for (let i = 0; i < 4; i++) {
-      const { retryAfterMs } = await coordinator.hit(name, 2, WINDOW_MS);
-      t.true(retryAfterMs > 0 && retryAfterMs <= WINDOW_MS, `retryAfterMs ${retryAfterMs}`);
+      const { msLeft } = await consume(limiter, "key");
+      t.true(msLeft > (WINDOW_SECONDS - 5) * 1000 && msLeft <= WINDOW_SECONDS * 1000, `msLeft ${msLeft}`);
     }
-    // A window of seconds is not mistaken for one of milliseconds (or the other way round).
-    const { retryAfterMs } = await coordinator.hit(name, 2, WINDOW_MS);
-    t.true(retryAfterMs > WINDOW_MS - 5_000, `retryAfterMs ${retryAfterMs}`);
   });
 
-  test(`${kind}: keys are counted independently`, async (t) => {
-    const { coordinator } = make();
-    const first = key(t);
-    const second = key(t);
-    for (let i = 0; i < 3; i++) await coordinator.hit(first, 2, WINDOW_MS);
-    t.false((await coordinator.hit(first, 2, WINDOW_MS)).allowed);
-    t.like(await coordinator.hit(second, 2, WINDOW_MS), { allowed: true, count: 1 });
+  test(`${kind}: keys, and limiters of different names, are counted independently`, async (t) => {
+    const coordinator = make();
+    const limiter = coordinator.rateLimiter({ name: name(t), points: 2, durationSeconds: WINDOW_SECONDS });
+    const other = coordinator.rateLimiter({ name: name(t), points: 2, durationSeconds: WINDOW_SECONDS });
+    for (let i = 0; i < 3; i++) await consume(limiter, "first");
+    t.false((await consume(limiter, "first")).allowed);
+    t.like(await consume(limiter, "second"), { allowed: true, count: 1 });
+    t.like(await consume(other, "first"), { allowed: true, count: 1 });
   });
 
-  test(`${kind}: a new window starts when the old one ends, however many hits it refused`, async (t) => {
-    const subject = make();
-    const name = key(t);
-    const startedAt = subject.now();
-    for (let i = 0; i < 3; i++) await subject.coordinator.hit(name, 2, SHORT_WINDOW_MS);
-    t.false((await subject.coordinator.hit(name, 2, SHORT_WINDOW_MS)).allowed);
-    const opening = await subject.hitUntilNewWindow(name, 2, SHORT_WINDOW_MS);
-    const elapsedMs = subject.now() - startedAt;
+  test(`${kind}: one name is one limiter, and asking for it with other limits is an error`, async (t) => {
+    const coordinator = make();
+    const options = { name: name(t), points: 2, durationSeconds: WINDOW_SECONDS };
+    const limiter = coordinator.rateLimiter(options);
+    await consume(limiter, "key");
+    t.like(await consume(coordinator.rateLimiter({ ...options }), "key"), { count: 2 });
+    t.throws(() => coordinator.rateLimiter({ ...options, points: 3 }), { message: /other points/ });
+  });
+
+  test(`${kind}: a new window starts when the old one ends, however many consumes it refused`, async (t) => {
+    const limiter = make().rateLimiter({ name: name(t), points: 2, durationSeconds: 1 });
+    const startedAt = Date.now();
+    for (let i = 0; i < 3; i++) await consume(limiter, "key");
+    // Bounded polling: the window ends on the store's own clock. Every probe is a refused consume itself; if
+    // refused consumes extended the window, probing every 50 ms would keep it open and this would fail.
+    let opening = await consume(limiter, "key");
+    for (let probe = 0; probe < 60 && opening.count !== 1; probe++) {
+      await delay(50);
+      opening = await consume(limiter, "key");
+    }
     t.like(opening, { allowed: true, count: 1 });
-    t.true(elapsedMs >= SHORT_WINDOW_MS - 2, `the window ended after ${elapsedMs} ms`);
-    t.like(await subject.coordinator.hit(name, 2, SHORT_WINDOW_MS), { allowed: true, count: 2 });
+    t.true(Date.now() - startedAt >= 950, `the window ended after ${Date.now() - startedAt} ms`);
+    t.like(await consume(limiter, "key"), { allowed: true, count: 2 });
   });
 
-  test(`${kind}: peek reads a window without counting a hit`, async (t) => {
-    const { coordinator } = make();
-    const name = key(t);
-    t.deepEqual(await coordinator.peek(name), { count: 0, retryAfterMs: 0 });
-    await coordinator.hit(name, 5, WINDOW_MS);
-    await coordinator.hit(name, 5, WINDOW_MS);
-    const first = await coordinator.peek(name);
-    const second = await coordinator.peek(name);
-    t.is(first.count, 2);
-    t.is(second.count, 2, "peeking does not count");
-    t.true(first.retryAfterMs > 0 && first.retryAfterMs <= WINDOW_MS);
+  test(`${kind}: get reads a key without consuming, and a reward gives a point back`, async (t) => {
+    const limiter = make().rateLimiter({ name: name(t), points: 2, durationSeconds: WINDOW_SECONDS });
+    t.is(await limiter.get("key"), null);
+    await consume(limiter, "key");
+    await consume(limiter, "key");
+    t.is((await limiter.get("key"))?.consumedPoints, 2);
+    t.is((await limiter.get("key"))?.consumedPoints, 2, "reading does not consume");
+    t.false((await consume(limiter, "key")).allowed);
+    await limiter.reward("key");
+    await limiter.reward("key");
+    t.like(await consume(limiter, "key"), { allowed: true, count: 2 });
   });
 
-  test(`${kind}: 100 concurrent hits are each counted exactly once`, async (t) => {
-    const { coordinator } = make();
-    const name = key(t);
-    const decisions = await Promise.all(Array.from({ length: 100 }, () => coordinator.hit(name, 60, WINDOW_MS)));
+  test(`${kind}: 100 concurrent consumes are each counted exactly once`, async (t) => {
+    const limiter = make().rateLimiter({ name: name(t), points: 60, durationSeconds: WINDOW_SECONDS });
+    const decisions = await Promise.all(Array.from({ length: 100 }, () => consume(limiter, "key")));
     t.deepEqual(
       decisions.map((decision) => decision.count).sort((a, b) => a - b),
       Array.from({ length: 100 }, (_, i) => i + 1),
@@ -163,15 +139,51 @@ for (const kind of ["redis", "memory"] as const) {
   });
 }
 
-test("memory: the window runs from its first hit and refused hits do not extend it", async (t) => {
-  const clock = manualClock();
-  const coordinator = new MemoryCoordinator(clock);
-  const name = key(t);
-  t.is((await coordinator.hit(name, 1, 1000)).retryAfterMs, 1000);
-  clock.advance(400);
-  t.like(await coordinator.hit(name, 1, 1000), { allowed: false, retryAfterMs: 600 });
-  clock.advance(500);
-  t.like(await coordinator.hit(name, 1, 1000), { allowed: false, retryAfterMs: 100 });
-  clock.advance(100);
-  t.like(await coordinator.hit(name, 1, 1000), { allowed: true, count: 1, retryAfterMs: 1000 });
+test("redis: two coordinators on one Redis share a limiter's counts, under Provision's key prefix", async (t) => {
+  const other = await RedisCoordinator.connect(TEST_REDIS_URL, createLogger("silent", discardLogs));
+  t.teardown(() => other.close());
+  const options = { name: name(t), points: 3, durationSeconds: WINDOW_SECONDS };
+  const [first, second] = [coordinators.redis().rateLimiter(options), other.rateLimiter(options)];
+  const counts = [];
+  for (let i = 0; i < 4; i++) counts.push((await consume(i % 2 === 0 ? first : second, "key")).count);
+  t.deepEqual(counts, [1, 2, 3, 4]);
+  const client = createRedisClient({ url: TEST_REDIS_URL });
+  await client.connect();
+  t.teardown(() => client.close());
+  t.is(await client.get(`provision:rate:${options.name}:key`), "4");
+});
+
+test("redis: an unreachable Redis fails a consume with an Error, not a refusal", async (t) => {
+  const coordinator = await RedisCoordinator.connect(TEST_REDIS_URL, createLogger("silent", discardLogs));
+  const limiter = coordinator.rateLimiter({ name: name(t), points: 3, durationSeconds: WINDOW_SECONDS });
+  await coordinator.close();
+  const reason = await limiter.consume("key").catch((error: unknown) => error);
+  t.true(reason instanceof Error, String(reason));
+  t.false(isRateLimited(reason));
+});
+
+test("redis: a Redis that stops answering fails a consume with an Error instead of leaving it waiting", async (t) => {
+  const upstream = new URL(TEST_REDIS_URL);
+  const sockets: net.Socket[] = [];
+  let frozen = false;
+  const proxy = net.createServer((client) => {
+    const server = net.connect(Number(upstream.port || 6379), upstream.hostname);
+    sockets.push(client, server);
+    client.on("data", (chunk) => frozen || server.write(chunk));
+    server.pipe(client);
+  });
+  await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+  t.teardown(() => {
+    for (const socket of sockets) socket.destroy();
+    proxy.close();
+  });
+  const url = `redis://127.0.0.1:${(proxy.address() as net.AddressInfo).port}`;
+  const coordinator = await RedisCoordinator.connect(url, createLogger("silent", discardLogs));
+  t.teardown(() => coordinator.close().catch(() => undefined));
+  const limiter = coordinator.rateLimiter({ name: name(t), points: 3, durationSeconds: WINDOW_SECONDS });
+  t.like(await consume(limiter, "key"), { allowed: true, count: 1 });
+  frozen = true;
+  const reason = await limiter.consume("key").catch((error: unknown) => error);
+  t.true(reason instanceof Error, String(reason));
+  t.false(isRateLimited(reason));
 });

@@ -1,5 +1,8 @@
 import { randomInt } from "node:crypto";
+import fs from "node:fs";
 import http from "node:http";
+import os from "node:os";
+import path from "node:path";
 import anyTest, { type ExecutionContext, type TestFn } from "ava";
 import mysql from "mysql2/promise";
 import { createClient as createRedisClient } from "redis";
@@ -124,9 +127,10 @@ test("once the window ends the right secret gets a token again", async (t) => {
   const redis = createRedisClient({ url: TEST_REDIS_URL });
   await redis.connect();
   t.teardown(() => redis.close());
-  const windowKey = `provision:{rate:token:attempts:${client.clientId}:127.0.0.1}`;
+  const windowKey = `provision:rate:token:attempts:${client.clientId}:127.0.0.1`;
   // Every request of the window was counted as an attempt; none succeeded.
-  t.true((await redis.pTTL(windowKey)) > 0, "the window is the Redis key the coordinator counts in");
+  t.is(await redis.get(windowKey), String(PER_CLIENT + 2), "the window is the Redis key the coordinator counts in");
+  t.true((await redis.pTTL(windowKey)) > 0);
   await redis.del(windowKey);
   t.is((await requestToken(second.baseUrl, client.clientId, client.clientSecret)).status, 200);
 });
@@ -220,4 +224,49 @@ test("a client id differing from a stored one only by trailing spaces is refused
   }
   assertRateLimited(t, await requestToken(server.baseUrl, `${client.clientId}   `, "wrong"));
   assertRateLimited(t, await requestToken(server.baseUrl, client.clientId, client.clientSecret));
+});
+
+test("embedded, with the in-process coordinator: exactly the limit of racing wrong secrets is checked, successes given back", async (t) => {
+  const directory = fs.mkdtempSync(path.join(os.tmpdir(), "provision-rate-limit-"));
+  const server = await startTestServer({
+    embedded: { file: path.join(directory, "provision.sqlite") },
+    env: { TOKEN_RATE_LIMIT_PER_CLIENT: String(PER_CLIENT) },
+  });
+  t.teardown(() => server.close());
+  t.is(server.app.coordinator.kind, "memory");
+  const client = await createClient(server.baseUrl, ["catalog:read"]);
+  for (let attempt = 0; attempt < PER_CLIENT + 2; attempt++) {
+    t.is((await requestToken(server.baseUrl, client.clientId, client.clientSecret)).status, 200);
+  }
+  const responses = await Promise.all(
+    Array.from({ length: 30 }, (_, attempt) => requestToken(server.baseUrl, client.clientId, `wrong-${attempt}`)),
+  );
+  const statuses = responses.map((response) => response.status);
+  t.is(statuses.filter((status) => status === 401).length, PER_CLIENT, statuses.join(" "));
+  t.is(statuses.filter((status) => status === 429).length, 30 - PER_CLIENT, statuses.join(" "));
+  assertRateLimited(t, await requestToken(server.baseUrl, client.clientId, client.clientSecret));
+});
+
+test("a client id over 256 characters is refused as invalid_request before it is counted under a rate-limit key", async (t) => {
+  const { first } = t.context;
+  const redis = createRedisClient({ url: TEST_REDIS_URL });
+  await redis.connect();
+  t.teardown(() => redis.close());
+  const longId = "x".repeat(257);
+  for (let attempt = 0; attempt < PER_CLIENT + 2; attempt++) {
+    const response = await requestToken(first.baseUrl, longId, "wrong");
+    t.is(response.status, 400, JSON.stringify(response.body));
+    t.is(response.body.error, "invalid_request");
+    t.regex(response.body.error_description, /256/);
+  }
+  t.deepEqual(await redis.keys(`provision:rate:token:attempts:${longId}*`), []);
+  const basic = await fetch(`${first.baseUrl}/auth/connect/token`, {
+    method: "POST",
+    headers: { authorization: `Basic ${Buffer.from(`${longId}:wrong`).toString("base64")}` },
+    body: new URLSearchParams({ grant_type: "client_credentials" }),
+  });
+  t.is(basic.status, 400);
+  t.is(((await basic.json()) as { error: string }).error, "invalid_request");
+  const atTheLimit = await requestToken(first.baseUrl, "y".repeat(256), "wrong");
+  t.is(atTheLimit.status, 401, "256 characters are still looked up");
 });

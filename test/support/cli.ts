@@ -1,12 +1,19 @@
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
+import { TEST_REDIS_URL } from "./test-server.js";
 
 const run = promisify(execFile);
+
+/** The CLI's environment: the database, and the Redis that running test servers hear client changes through. */
+function cliEnv(databaseUrl: string): NodeJS.ProcessEnv {
+  const redis = databaseUrl.startsWith("mysql:") ? { REDIS_URL: TEST_REDIS_URL } : {};
+  return { ...process.env, DATABASE_URL: databaseUrl, ...redis };
+}
 
 /** Runs `npm run cli -- …` the way an operator does (node with the tsx loader), against `databaseUrl`. */
 export async function cli(databaseUrl: string, ...args: string[]): Promise<any> {
   const { stdout } = await run(process.execPath, ["--import", "tsx", "src/cli/main.ts", ...args], {
-    env: { ...process.env, DATABASE_URL: databaseUrl },
+    env: cliEnv(databaseUrl),
   });
   return JSON.parse(stdout);
 }
@@ -15,7 +22,7 @@ export async function cli(databaseUrl: string, ...args: string[]): Promise<any> 
 export async function cliFailure(databaseUrl: string, ...args: string[]): Promise<{ code: number; stderr: string }> {
   try {
     await run(process.execPath, ["--import", "tsx", "src/cli/main.ts", ...args], {
-      env: { ...process.env, DATABASE_URL: databaseUrl },
+      env: cliEnv(databaseUrl),
     });
   } catch (error) {
     const failure = error as { code: number; stderr: string };

@@ -33,6 +33,41 @@ test("safe integers, decimals and exponents stay numbers", (t) => {
   });
 });
 
+test("numbers past the double range are Infinity, for the codec to refuse, with or without long integers", (t) => {
+  t.deepEqual(parseJsonExactIntegers('{"big":1e400,"small":-1e400}'), {
+    big: Number.POSITIVE_INFINITY,
+    small: Number.NEGATIVE_INFINITY,
+  });
+  t.deepEqual(parseJsonExactIntegers('{"big":1e400,"id":12345678901234567890}'), {
+    big: Number.POSITIVE_INFINITY,
+    id: "12345678901234567890",
+  });
+  const result = decodeRequest(
+    SessionEventSchema,
+    parseJsonExactIntegers('{"apiVersion":1e400,"transactionId":9007199254740993}') as JsonObject,
+  );
+  t.deepEqual("violations" in result ? result.violations.map((violation) => violation.field) : [], ["apiVersion"]);
+});
+
+for (const [label, suffix] of [
+  ["", ""],
+  [" beside a long integer", ',"n":12345678901234567890'],
+]) {
+  test(`__proto__ is an ordinary key and pollutes no prototype${label}`, (t) => {
+    const parsed = parseJsonExactIntegers(`{"__proto__":{"polluted":true},"a":{"__proto__":[1]}${suffix}}`) as any;
+    t.deepEqual(Object.keys(parsed).slice(0, 2), ["__proto__", "a"]);
+    t.deepEqual(Object.getOwnPropertyDescriptor(parsed, "__proto__")?.value, { polluted: true });
+    t.is(Object.getPrototypeOf(parsed), Object.prototype);
+    t.is(Object.getPrototypeOf(parsed.a), Object.prototype);
+    t.is(({} as any).polluted, undefined);
+    t.is(parsed.polluted, undefined);
+  });
+
+  test(`a repeated key keeps its last value, as JSON.parse does${label}`, (t) => {
+    t.like(parseJsonExactIntegers(`{"a":1,"a":{"b":2}${suffix}}`), { a: { b: 2 } });
+  });
+}
+
 test("digits inside strings are left alone, escaped quotes included", (t) => {
   t.deepEqual(parseJsonExactIntegers('{"code":"12345678901234567890","n":12345678901234567890}'), {
     code: "12345678901234567890",

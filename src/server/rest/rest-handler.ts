@@ -9,6 +9,7 @@ import { toConnectError } from "../error-interceptor.js";
 import { type Problem, problemFromConnectError, writeJson, writeProblem } from "../http-responses.js";
 import type { InProcessCall } from "../in-process-rpc.js";
 import { httpStatusOf } from "../problem-mapping.js";
+import { discardUnreadBody } from "../unread-body.js";
 import { decodeRequestInChunks, encodeResponseInChunks } from "./chunked-codec.js";
 import { incomingHeaders } from "./incoming-headers.js";
 import { readInput } from "./rest-input.js";
@@ -130,25 +131,15 @@ function closeSignal(response: NodeResponse): AbortSignal {
   return controller.signal;
 }
 
-/**
- * Answers a problem, possibly before the body was read: an HTTP/1.1 connection whose request body is left
- * unread is closed after the answer, since the unread bytes would otherwise be parsed as the next request.
- */
+/** Answers a problem, possibly before the body was read (see discardUnreadBody). */
 function answerProblem(request: NodeRequest, response: NodeResponse, problem: Problem): void {
-  closeIfBodyUnread(request, response);
+  discardUnreadBody(request, response);
   writeProblem(response, problem);
 }
 
 function answerError(request: NodeRequest, response: NodeResponse, error: ConnectError, instance: string): void {
-  closeIfBodyUnread(request, response);
+  discardUnreadBody(request, response);
   writeError(response, error, instance);
-}
-
-function closeIfBodyUnread(request: NodeRequest, response: NodeResponse): void {
-  if (request.httpVersionMajor === 1 && !request.complete) {
-    response.setHeader("Connection", "close");
-    request.resume();
-  }
 }
 
 /** A body bound to one message field is that message: name its fields from there, as the domain does. */
