@@ -1,5 +1,4 @@
 import { randomUUID } from "node:crypto";
-import { connectNodeAdapter } from "@connectrpc/connect-node";
 import type { DataSource } from "typeorm";
 import { AccessTokens } from "./auth/access-tokens.js";
 import { authInterceptor, createAuthorizer } from "./auth/auth-interceptor.js";
@@ -23,12 +22,13 @@ import { migrations } from "./platform/migrations/index.js";
 import { RedisCoordinator } from "./platform/redis-coordinator.js";
 import { RedisInvalidationBus } from "./platform/redis-invalidation-bus.js";
 import { errorInterceptor } from "./server/error-interceptor.js";
-import { limitsInterceptor } from "./server/limits-interceptor.js";
 import type { RequestHandler } from "./server/http-server.js";
 import { createInProcessInvoker } from "./server/in-process-rpc.js";
+import { limitsInterceptor } from "./server/limits-interceptor.js";
 import { answerUnknownRpc, createRequestHandler } from "./server/request-handler.js";
 import { createRestHandler, type NodeResponse } from "./server/rest/rest-handler.js";
 import { RouteTable, routesFromAnnotations } from "./server/rest/route-table.js";
+import { createRpcHandler } from "./server/rpc-adapter.js";
 import { ALL_SERVICES, implementServices, registerServices } from "./services.js";
 
 export interface App {
@@ -57,7 +57,7 @@ export async function connectInvalidationBus(config: Config, logger: Logger): Pr
     : new MemoryInvalidationBus();
 }
 
-export async function connectCoordinator(config: Config, logger: Logger, clock: Clock): Promise<Coordinator> {
+export async function connectCoordinator(config: Config, logger: Logger): Promise<Coordinator> {
   return config.coordinator.kind === "redis"
     ? RedisCoordinator.connect(config.coordinator.url, logger)
     : new MemoryCoordinator();
@@ -86,7 +86,7 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
   let coordinator: Coordinator | undefined;
   let bus: InvalidationBus | undefined;
   try {
-    coordinator = await connectCoordinator(config, logger, clock);
+    coordinator = await connectCoordinator(config, logger);
     bus = await connectInvalidationBus(config, logger);
     clients = await ClientStates.create((clientId) => identity.findClient(clientId), bus, clock);
     const applied = await migrate(dataSource);
@@ -108,7 +108,8 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
   });
   const authOptions = { tokens, clients };
   const interceptors = [errorInterceptor(logger), authInterceptor(authOptions), limitsInterceptor()];
-  const rpc = connectNodeAdapter({
+  const rpc = createRpcHandler({
+    logger,
     interceptors,
     readMaxBytes: config.bodyLimitBytes,
     jsonOptions: { alwaysEmitImplicit: true, enumAsInteger: true, ignoreUnknownFields: true },

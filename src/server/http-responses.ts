@@ -1,6 +1,7 @@
 import type { Socket } from "node:net";
 import type { JsonValue } from "@bufbuild/protobuf";
-import type { ConnectError } from "@connectrpc/connect";
+import type { Code, ConnectError } from "@connectrpc/connect";
+import { codeToString } from "@connectrpc/connect/protocol-connect";
 import { ProblemDetailsSchema } from "../../gen/provision/v1/problem_pb.js";
 import type { FieldViolation } from "../platform/errors.js";
 import { httpStatusOf, PROBLEM_TYPE_PREFIX, slugOf, titleOf } from "./problem-mapping.js";
@@ -43,6 +44,15 @@ export function writeProblem(response: NodeResponse, problem: Problem): void {
   const text = JSON.stringify(body);
   response.statusCode = problem.status;
   response.setHeader("Content-Type", "application/problem+json");
+  response.setHeader("Content-Length", Buffer.byteLength(text));
+  response.end(text);
+}
+
+/** Writes a Connect protocol error (`{"code": ..., "message": ...}`): the error body on RPC paths. */
+export function writeConnectError(response: NodeResponse, status: number, code: Code, message: string): void {
+  const text = JSON.stringify({ code: codeToString(code), message });
+  response.statusCode = status;
+  response.setHeader("Content-Type", "application/json");
   response.setHeader("Content-Length", Buffer.byteLength(text));
   response.end(text);
 }

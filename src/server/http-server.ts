@@ -16,7 +16,7 @@ export interface ListenOptions {
   tls?: { certFile: string; keyFile: string };
   logger: Logger;
   /** Peers whose X-Forwarded-For names the client's address. */
-  trustedProxies?: net.BlockList;
+  trustedProxies?: (address: string, hop: number) => boolean;
   /** Node's HTTP/1.1 limits; tests shorten them. */
   timeouts?: { headersMs: number; requestMs: number; checkIntervalMs: number };
 }
@@ -71,6 +71,8 @@ export async function listen(handler: RequestHandler, options: ListenOptions): P
       headersTimeout: timeouts.headersMs,
       requestTimeout: timeouts.requestMs,
       connectionsCheckingInterval: timeouts.checkIntervalMs,
+      // The handler refuses a missing Host itself, with a body (Node's own 400 has none).
+      requireHostHeader: false,
     },
     tracked,
   );
@@ -78,6 +80,8 @@ export async function listen(handler: RequestHandler, options: ListenOptions): P
   // connection list closeIdleConnections() works from, on "listening".
   h1.emit("listening");
   h1.on("clientError", answerClientError);
+  // Node answers an unknown `Expect` with an empty 417 unless asked; the handler answers it with a body.
+  h1.on("checkExpectation", tracked);
   const h2 = options.tls
     ? http2.createSecureServer(
         {
@@ -85,11 +89,14 @@ export async function listen(handler: RequestHandler, options: ListenOptions): P
           key: fs.readFileSync(options.tls.keyFile),
           allowHTTP1: true,
           ALPNProtocols: ["h2", "http/1.1"],
+          // Node's HTTP/2 turns Nagle off on its sessions' sockets; this covers HTTP/1.1 over TLS too.
+          noDelay: true,
         },
         tracked,
       )
     : http2.createServer({}, tracked);
   h2.setTimeout(HTTP2_IDLE_TIMEOUT_MS);
+  h2.on("checkExpectation", tracked);
   h2.on("session", (session) => {
     if (handingOver) h2cPeers.set(session, handingOver.remoteAddress);
     sessions.add(session);
@@ -98,7 +105,7 @@ export async function listen(handler: RequestHandler, options: ListenOptions): P
 
   const front = options.tls
     ? (h2 as net.Server)
-    : net.createServer((socket) => {
+    : net.createServer({ noDelay: true }, (socket) => {
         // Until a protocol server owns the socket, its errors and silence are ours to end.
         const drop = () => socket.destroy();
         socket.on("error", drop);

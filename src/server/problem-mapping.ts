@@ -57,6 +57,7 @@ const TITLES: Record<number, string> = {
   409: "Conflict",
   413: "Content Too Large",
   415: "Unsupported Media Type",
+  417: "Expectation Failed",
   431: "Request Header Fields Too Large",
   429: "Too Many Requests",
   499: "Client Closed Request",

@@ -29,6 +29,12 @@ export class ReplaySocket extends Duplex {
     return this.socket.remotePort;
   }
 
+  /** Node's HTTP/2 turns Nagle's algorithm off through this: a generic Duplex would leave it on. */
+  setNoDelay(noDelay = true): this {
+    this.socket.setNoDelay(noDelay);
+    return this;
+  }
+
   override _read(): void {
     this.socket.resume();
   }

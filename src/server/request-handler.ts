@@ -1,8 +1,11 @@
 import { randomUUID } from "node:crypto";
+import { Code } from "@connectrpc/connect";
 import type { Logger } from "../platform/logger.js";
-import { writeJson, writeProblem } from "./http-responses.js";
+import { writeConnectError, writeJson, writeProblem } from "./http-responses.js";
 import type { RequestHandler } from "./http-server.js";
+import { readTarget, targetUrl } from "./request-target.js";
 import type { NodeRequest, NodeResponse } from "./rest/rest-handler.js";
+import { discardUnreadBody } from "./unread-body.js";
 
 export interface RequestHandlerParts {
   logger: Logger;
@@ -19,14 +22,50 @@ const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const RPC_PATH = /^\/[A-Za-z_][\w.]*\.[A-Za-z_]\w*\/[A-Za-z_]\w*$/;
 const PROBES = new Set(["/healthz", "/readyz"]);
 const CLIENT_CLOSED_REQUEST = 499;
+/** Node answers `Expect` values naming 100-continue itself; any other expectation reaches the handler. */
+const CONTINUE = /(?:^|\W)100-continue(?:$|\W)/i;
 
-/** The request target as a URL; undefined for targets Node's parser lets through but WHATWG URL refuses. */
-function requestUrl(target: string | undefined): URL | undefined {
-  try {
-    return new URL(target ?? "/", "http://service.invalid");
-  } catch {
-    return undefined;
+interface Refusal {
+  status: number;
+  slug: string;
+  detail: string;
+  /** The connection cannot be trusted with another request. */
+  close?: boolean;
+}
+
+/** What HTTP itself refuses before any route is looked at. */
+function refusalOf(request: NodeRequest): Refusal | undefined {
+  if (request.httpVersion === "1.1" && request.headers.host === undefined) {
+    return {
+      status: 400,
+      slug: "malformed-request",
+      detail: "an HTTP/1.1 request must carry a Host header",
+      close: true,
+    };
   }
+  const expect = request.headers.expect;
+  if (expect !== undefined && !CONTINUE.test(expect)) {
+    return {
+      status: 417,
+      slug: "expectation-failed",
+      detail: "the only expectation this service meets is 100-continue",
+    };
+  }
+  return undefined;
+}
+
+function hasBody(request: NodeRequest): boolean {
+  const length = request.headers["content-length"];
+  return (length !== undefined && length !== "0") || request.headers["transfer-encoding"] !== undefined;
+}
+
+/**
+ * connect-node builds each request's URL from its authority and throws (out of the request listener, which
+ * ends the process) when there is none: an HTTP/1.0 request may leave out Host. Such a request is addressed to
+ * this server. (HTTP/2 without :authority or Host never gets this far: nghttp2 refuses the stream.)
+ */
+function ensureAuthority(request: NodeRequest): void {
+  if (!("authority" in request) && request.headers.host === undefined) request.headers.host = "localhost";
 }
 
 /** Gives every request an id, answers the health probes, and sends each request to RPC or REST. */
@@ -38,13 +77,14 @@ export function createRequestHandler(parts: RequestHandlerParts): RequestHandler
     const requestId = typeof offered === "string" && REQUEST_ID.test(offered) ? offered : randomUUID();
     request.headers["x-request-id"] = requestId;
     response.setHeader("X-Request-Id", requestId);
-    const url = requestUrl(request.url);
+    const target = readTarget(request.url);
+    const path = target?.path;
     response.once("close", () => {
       logger.info(
         {
           requestId,
           method: request.method,
-          path: url?.pathname,
+          path,
           // Nothing was sent when the connection closed first: 499, the client closed the request.
           status: response.headersSent ? response.statusCode : CLIENT_CLOSED_REQUEST,
           httpVersion: request.httpVersion,
@@ -54,7 +94,7 @@ export function createRequestHandler(parts: RequestHandlerParts): RequestHandler
       );
     });
 
-    if (!url) {
+    if (!target || path === undefined) {
       writeProblem(response, {
         status: 400,
         slug: "malformed-request",
@@ -63,48 +103,58 @@ export function createRequestHandler(parts: RequestHandlerParts): RequestHandler
       });
       return;
     }
-    if (PROBES.has(url.pathname) && request.method !== "GET" && request.method !== "HEAD") {
+    const isRpc = RPC_PATH.test(path);
+    const refusal = refusalOf(request);
+    if (refusal) {
+      if (refusal.close) response.setHeader("Connection", "close");
+      if (hasBody(request)) discardUnreadBody(request, response);
+      if (isRpc) writeConnectError(response, refusal.status, Code.InvalidArgument, refusal.detail);
+      else
+        writeProblem(response, { status: refusal.status, slug: refusal.slug, detail: refusal.detail, instance: path });
+      return;
+    }
+    if (PROBES.has(path) && request.method !== "GET" && request.method !== "HEAD") {
       response.setHeader("Allow", "GET, HEAD");
       writeProblem(response, {
         status: 405,
         slug: "method-not-allowed",
         detail: `${request.method} is not allowed here; allowed: GET, HEAD`,
-        instance: url.pathname,
+        instance: path,
       });
       return;
     }
-    if (url.pathname === "/healthz") {
+    if (path === "/healthz") {
       writeJson(response, 200, { status: "ok" });
       return;
     }
-    if (url.pathname === "/readyz") {
+    if (path === "/readyz") {
       parts.checkReadiness().then(
         () => writeJson(response, 200, { status: "ready" }),
         (error: Error) =>
-          writeProblem(response, { status: 503, slug: "not-ready", detail: error.message, instance: url.pathname }),
+          writeProblem(response, { status: 503, slug: "not-ready", detail: error.message, instance: path }),
       );
       return;
     }
-    const endpoint = Object.hasOwn(parts.endpoints, url.pathname) ? parts.endpoints[url.pathname] : undefined;
+    const endpoint = Object.hasOwn(parts.endpoints, path) ? parts.endpoints[path] : undefined;
     if (endpoint) {
       endpoint(request, response).catch((error: unknown) => fail(error));
       return;
     }
-    if (RPC_PATH.test(url.pathname)) {
+    if (isRpc) {
+      ensureAuthority(request);
       parts.rpc(request, response);
       return;
     }
-    parts.rest(request, response, url).catch((error: unknown) => fail(error));
+    parts.rest(request, response, targetUrl(target, request.url)).catch((error: unknown) => fail(error));
 
     function fail(error: unknown): void {
-      const path = url?.pathname ?? "";
       if (!response.headersSent && (request.destroyed || response.destroyed)) {
         logger.debug({ requestId, path, reason: (error as Error)?.message }, "the client went away mid-request");
         return;
       }
       logger.error({ err: error, requestId, path }, "request handler failed");
       if (!response.headersSent) {
-        writeProblem(response, { status: 500, slug: "internal", detail: "internal error", instance: path });
+        writeProblem(response, { status: 500, slug: "internal", detail: "internal error", instance: path ?? "" });
       } else response.destroy();
     }
   };

@@ -12,7 +12,7 @@ const DISCARD_LIMIT_BYTES = 1024 * 1024;
  * is at stake: it is read on, and cancelled past 1 MiB.
  */
 export function discardUnreadBody(request: NodeRequest, response: NodeResponse): void {
-  if (request.complete) return;
+  if (request.complete || !mayHaveBody(request)) return;
   const http1 = !("stream" in request);
   if (http1 && !declaredWithin(request, DISCARD_LIMIT_BYTES) && !response.headersSent) {
     response.setHeader("Connection", "close");
@@ -25,6 +25,13 @@ export function discardUnreadBody(request: NodeRequest, response: NodeResponse):
     else request.socket.destroy();
   });
   request.resume();
+}
+
+/** False for a request that says it has no body (most GETs), whose `complete` turns true only once read. */
+function mayHaveBody(request: NodeRequest): boolean {
+  if ("stream" in request) return !request.stream.endAfterHeaders;
+  const length = request.headers["content-length"];
+  return request.headers["transfer-encoding"] !== undefined || (length !== undefined && length !== "0");
 }
 
 function declaredWithin(request: NodeRequest, limit: number): boolean {

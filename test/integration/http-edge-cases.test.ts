@@ -207,7 +207,7 @@ async function redisClient(t: ExecutionContext<unknown>) {
   return redis;
 }
 
-const addressKey = (address: string) => `provision:{rate:token:address:${address}}`;
+const addressKey = (address: string) => `provision:rate:token:address:${address}`;
 
 function requestLog(server: TestServer, requestId: string): Promise<Record<string, any>> {
   return pollUntil(`the log line of request ${requestId}`, () =>

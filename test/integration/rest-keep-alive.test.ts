@@ -90,3 +90,16 @@ test("an error answered after the whole body arrived keeps the connection alive"
   t.true(connection.responses()[1].startsWith("HTTP/1.1 200 "));
   t.false(connection.closed);
 });
+
+test("an error answered to a request without a body keeps the connection alive", async (t) => {
+  const connection = await RawConnection.open(t.context.server.port);
+  t.teardown(() => connection.close());
+  connection.write(
+    `GET ${PRODUCTS} HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\nGET /healthz HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n`,
+  );
+  await connection.until(() => isCompleteResponse(connection.responses()[1]));
+  t.true(connection.responses()[0].startsWith("HTTP/1.1 401 "));
+  t.notRegex(connection.responses()[0], /\r\nconnection: close\r\n/i);
+  t.true(connection.responses()[1].startsWith("HTTP/1.1 200 "));
+  t.false(connection.closed);
+});

@@ -1,0 +1,128 @@
+import { Code } from "@connectrpc/connect";
+import type { UniversalHandler, UniversalServerResponse } from "@connectrpc/connect/protocol";
+import { createAsyncIterable, readAllBytes } from "@connectrpc/connect/protocol";
+import { codeToString } from "@connectrpc/connect/protocol-connect";
+import { trailerFlag, trailerParse, trailerSerialize } from "@connectrpc/connect/protocol-grpc-web";
+
+/**
+ * What connect-node reports as `internal` although the request was at fault: a message that is not valid
+ * protobuf (or not valid UTF-8 in a string field), a compressed message without an encoding to undo it, a body
+ * that does not decompress. These errors arise while the request is read, before any interceptor runs, and
+ * carry no cause to tell them by; their messages are all there is.
+ */
+const CLIENT_MISTAKES = [
+  /^parse binary: /,
+  /^received compressed envelope, but do not know how to decompress$/,
+  /^decompression failed$/,
+];
+const INTERNAL = String(Code.Internal);
+const INVALID_ARGUMENT = String(Code.InvalidArgument);
+
+export function isClientMistake(message: string): boolean {
+  return CLIENT_MISTAKES.some((pattern) => pattern.test(message));
+}
+
+/**
+ * Wraps one RPC's handler so that a client mistake is `invalid_argument` (HTTP 400, gRPC status 3) on every
+ * protocol, and the empty 415 and 405 connect-node answers carry a Connect error body.
+ */
+export function answeringClientMistakes(handler: UniversalHandler): UniversalHandler {
+  const wrapped = async (request: Parameters<UniversalHandler>[0]) => reclassify(await handler(request));
+  return Object.assign(wrapped, handler);
+}
+
+async function reclassify(response: UniversalServerResponse): Promise<UniversalServerResponse> {
+  if (response.status === 415) {
+    return connectError(415, Code.InvalidArgument, "unsupported content type for this procedure");
+  }
+  if (response.status === 405) {
+    const answer = connectError(405, Code.Unimplemented, "this procedure is called with POST");
+    answer.header?.set("Allow", "POST");
+    return answer;
+  }
+  if (response.trailer) {
+    reclassifyGrpcStatus(response.trailer);
+    return response;
+  }
+  const contentType = response.header?.get("content-type") ?? "";
+  if (response.status === 500 && contentType === "application/json" && !response.header?.has("content-encoding")) {
+    return reclassifyConnectUnary(response);
+  }
+  if (contentType.startsWith("application/grpc-web")) return reclassifyGrpcWeb(response);
+  return response;
+}
+
+/** Sets gRPC status 3 in place of 13 when the message names a client mistake; true when it did. */
+function reclassifyGrpcStatus(trailer: Headers): boolean {
+  if (trailer.get("grpc-status") !== INTERNAL) return false;
+  if (!isClientMistake(decodeURIComponent(trailer.get("grpc-message") ?? ""))) return false;
+  trailer.set("grpc-status", INVALID_ARGUMENT);
+  return true;
+}
+
+async function reclassifyConnectUnary(response: UniversalServerResponse): Promise<UniversalServerResponse> {
+  const bytes = response.body ? await readAllBytes(response.body, Number.MAX_SAFE_INTEGER) : new Uint8Array(0);
+  const error = parseConnectError(bytes);
+  if (error?.code !== codeToString(Code.Internal) || !isClientMistake(error.message ?? "")) {
+    return { ...response, body: createAsyncIterable([bytes]) };
+  }
+  const text = new TextEncoder().encode(JSON.stringify({ ...error, code: codeToString(Code.InvalidArgument) }));
+  response.header?.set("content-length", String(text.byteLength));
+  return { ...response, status: 400, body: createAsyncIterable([text]) };
+}
+
+function parseConnectError(bytes: Uint8Array): { code?: string; message?: string } | undefined {
+  try {
+    return JSON.parse(new TextDecoder().decode(bytes));
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * gRPC-Web sends its trailers as the last message of the body; a request that fails to parse gets nothing
+ * else, so the first chunk is the trailer.
+ */
+async function reclassifyGrpcWeb(response: UniversalServerResponse): Promise<UniversalServerResponse> {
+  if (!response.body) return response;
+  const body = response.body[Symbol.asyncIterator]();
+  const first = await body.next();
+  const chunk: Uint8Array | undefined = first.done ? undefined : first.value;
+  if (chunk && isLoneTrailer(chunk)) {
+    const trailer = trailerParse(chunk.subarray(5));
+    if (reclassifyGrpcStatus(trailer)) {
+      await body.return?.();
+      return { ...response, body: createAsyncIterable([envelope(trailerFlag, trailerSerialize(trailer))]) };
+    }
+  }
+  return { ...response, body: replay(first, body) };
+}
+
+function isLoneTrailer(chunk: Uint8Array): boolean {
+  if (chunk.byteLength < 5 || chunk[0] !== trailerFlag) return false;
+  const length = new DataView(chunk.buffer, chunk.byteOffset, chunk.byteLength).getUint32(1);
+  return length === chunk.byteLength - 5;
+}
+
+function envelope(flags: number, data: Uint8Array): Uint8Array {
+  const bytes = new Uint8Array(data.byteLength + 5);
+  const view = new DataView(bytes.buffer);
+  view.setUint8(0, flags);
+  view.setUint32(1, data.byteLength);
+  bytes.set(data, 5);
+  return bytes;
+}
+
+async function* replay(first: IteratorResult<Uint8Array>, rest: AsyncIterator<Uint8Array>): AsyncGenerator<Uint8Array> {
+  try {
+    for (let next = first; !next.done; next = await rest.next()) yield next.value;
+  } finally {
+    await rest.return?.();
+  }
+}
+
+function connectError(status: number, code: Code, message: string): UniversalServerResponse {
+  const text = new TextEncoder().encode(JSON.stringify({ code: codeToString(code), message }));
+  const header = new Headers({ "content-type": "application/json", "content-length": String(text.byteLength) });
+  return { status, header, body: createAsyncIterable([text]) };
+}
