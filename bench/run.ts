@@ -1,113 +1,248 @@
 /**
- * `npm run bench`: throughput, latency and memory of the catalog over REST and gRPC against the real server
- * on a throwaway MySQL database and the local Redis (TEST_DATABASE_URL / TEST_REDIS_URL), or on SQLite with
- * `BENCH_EMBEDDED=1`. Every loop is bounded; traffic stays on loopback.
+ * `npm run bench`: the compiled service (what `npm start` runs) in its own process pinned to core 0, driven from
+ * this process (autocannon) and gRPC client processes pinned to core 1, against a bare node:http / node:http2
+ * server replaying the same bytes in the same run; REST create also against raw INSERTs of the same rows.
+ * Embedded (SQLite, in-process coordinator) and MySQL + Redis, both by default. Every loop is bounded by time;
+ * traffic stays on loopback; children and the throwaway database are removed at the end.
+ *
+ * BENCH_MODE=embedded|mysql (default both), BENCH_SECONDS (per measurement, default 4), BENCH_WARMUP_SECONDS (1),
+ * BENCH_CONNECTIONS (32), BENCH_STARTUP_RUNS (5), BENCH_LOG_LEVEL (info, the service's default).
  */
+import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { createClient } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
-import { CatalogService } from "../gen/provision/v1/catalog_pb.js";
-import { sendAuthorization } from "../test/support/credentials.js";
+import { create, toBinary } from "@bufbuild/protobuf";
+import { GetProductRequestSchema } from "../gen/provision/v1/catalog_pb.js";
+import { ensureCompiled } from "../test/support/compiled-build.js";
 import { PRODUCTS } from "../test/support/rest.js";
-import { startTestServer } from "../test/support/test-server.js";
+import { seedCatalog } from "./catalog-fixture.js";
+import { driveHttp, type HttpTarget, type LoadFigures } from "./http-load.js";
+import {
+  canPin,
+  freePort,
+  killChildren,
+  LOAD_CORE,
+  pinSelf,
+  rssMiB,
+  SERVER_CORE,
+  type Spawned,
+  spawnNode,
+  waitFor200,
+} from "./processes.js";
+import {
+  createStorage,
+  type Mode,
+  measureStartup,
+  median,
+  removeAllStorage,
+  type Storage,
+  startProvision,
+} from "./provision-server.js";
+import { type GrpcReply, type Reply, recordGrpc, recordHttp } from "./replies.js";
+import { type ModeResult, type PathResult, pathResult, printTable } from "./report.js";
 
-const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 16);
-const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 1000);
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
+const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 1);
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
+const STARTUP_RUNS = Number(process.env.BENCH_STARTUP_RUNS ?? 5);
+const LOG_LEVEL = process.env.BENCH_LOG_LEVEL ?? "info";
+const MODES: Mode[] = process.env.BENCH_MODE ? [process.env.BENCH_MODE as Mode] : ["embedded", "mysql"];
+const GET_PRODUCT = "/provision.v1.CatalogService/GetProduct";
+const load = { connections: CONNECTIONS, seconds: SECONDS, warmupSeconds: WARMUP_SECONDS };
+const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "provision-bench-run-"));
 
-interface Result {
-  name: string;
-  requests: number;
-  seconds: number;
-  perSecond: number;
-  p50Ms: number;
-  p99Ms: number;
-}
-
-async function measure(name: string, requests: number, call: (index: number) => Promise<void>): Promise<Result> {
-  const latencies: number[] = [];
-  let next = 0;
-  const started = performance.now();
-  await Promise.all(
-    Array.from({ length: CONCURRENCY }, async () => {
-      while (next < requests) {
-        const index = next++;
-        const begin = performance.now();
-        await call(index);
-        latencies.push(performance.now() - begin);
-      }
-    }),
-  );
-  const seconds = (performance.now() - started) / 1000;
-  latencies.sort((a, b) => a - b);
-  const percentile = (p: number) =>
-    Number(latencies[Math.min(latencies.length - 1, Math.floor(p * latencies.length))].toFixed(2));
+function httpTargets(authorization: string, productId: string): Record<string, HttpTarget> {
+  const auth = { authorization };
+  let created = 0;
   return {
-    name,
-    requests,
-    seconds: Number(seconds.toFixed(2)),
-    perSecond: Math.round(requests / seconds),
-    p50Ms: percentile(0.5),
-    p99Ms: percentile(0.99),
+    healthz: { name: "/healthz", method: "GET", path: "/healthz", headers: {} },
+    get: { name: "REST GET product", method: "GET", path: `${PRODUCTS}/${productId}`, headers: auth },
+    list: {
+      name: "REST list (page of 20, filtered)",
+      method: "GET",
+      path: `${PRODUCTS}?pageSize=20&filter=${encodeURIComponent('name~"bench list"')}&sortOrder=-createdAt`,
+      headers: auth,
+    },
+    connect: {
+      name: "Connect unary GetProduct (JSON, HTTP/1.1)",
+      method: "POST",
+      path: GET_PRODUCT,
+      headers: { ...auth, "content-type": "application/json", "connect-protocol-version": "1" },
+      body: JSON.stringify({ productId }),
+    },
+    create: {
+      name: "REST create product",
+      method: "POST",
+      path: PRODUCTS,
+      headers: { ...auth, "content-type": "application/json" },
+      body: () => {
+        created++;
+        return JSON.stringify({ productCode: `CREATE-${process.pid}-${created}`, productVersion: "1", name: "Bench" });
+      },
+    },
   };
 }
 
-async function expectOk(response: Response): Promise<void> {
-  if (!response.ok) throw new Error(`${response.status}: ${await response.text()}`);
-  await response.arrayBuffer();
+/** The bare server, replaying `http1` and `h2c` replies; its ports. */
+async function startBare(http1: Record<string, Reply>, h2c: Record<string, GrpcReply>) {
+  const file = path.join(scratch, `replies-${Date.now()}.json`);
+  fs.writeFileSync(file, JSON.stringify({ http1, h2c }));
+  const [http1Port, h2cPort] = [await freePort(), await freePort()];
+  const started = performance.now();
+  const bare = spawnNode(["bench/bare-server.mjs", file, String(http1Port), String(h2cPort)], { core: SERVER_CORE });
+  const readyMs = await waitFor200(`http://127.0.0.1:${http1Port}/healthz`, started, bare.child);
+  return { bare, readyMs, http1Url: `http://127.0.0.1:${http1Port}`, h2cAddress: `127.0.0.1:${h2cPort}` };
 }
 
-const embedded = process.env.BENCH_EMBEDDED === "1";
-const server = await startTestServer({
-  embedded: embedded ? { file: path.join(os.tmpdir(), `provision-bench-${process.pid}.sqlite`) } : undefined,
-  env: { LOG_LEVEL: "warn" },
-});
-try {
-  const rssBefore = process.memoryUsage().rss;
-  const results: Result[] = [];
-  results.push(
-    await measure("REST create product", REQUESTS, async (index) => {
-      await expectOk(
-        await fetch(server.baseUrl + PRODUCTS, {
-          method: "POST",
-          headers: { authorization: server.adminAuthorization, "content-type": "application/json" },
-          body: JSON.stringify({ productCode: `BENCH-${index}`, productVersion: "1", name: `Bench ${index}` }),
-        }),
-      );
+async function bareStartup(healthz: Reply) {
+  const times: number[] = [];
+  const rss: number[] = [];
+  for (let run = 0; run < STARTUP_RUNS; run++) {
+    const { bare, readyMs } = await startBare({ "GET /healthz": healthz }, {});
+    times.push(Math.round(readyMs));
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    rss.push(rssMiB(bare.child.pid ?? 0));
+    await bare.stop();
+  }
+  return { bareMedianMs: median(times), bareIdleRssMiB: median(rss) };
+}
+
+/** Runs the gRPC client process (pinned to the load core) against `address`. */
+async function driveGrpc(address: string, message: Uint8Array, authorization: string, streams: number) {
+  const options = {
+    address,
+    path: GET_PRODUCT,
+    message: Buffer.from(message).toString("base64"),
+    authorization,
+    streams,
+    seconds: SECONDS,
+    warmupSeconds: WARMUP_SECONDS,
+  };
+  return figuresOf(
+    spawnNode(["--import", "tsx", "bench/grpc-load.ts", JSON.stringify(options)], { core: LOAD_CORE, stdout: "pipe" }),
+  );
+}
+
+async function rawInsert(storage: Storage, templateId: string): Promise<LoadFigures> {
+  const options = {
+    databaseUrl: storage.databaseUrl,
+    templateId,
+    concurrency: CONNECTIONS,
+    seconds: SECONDS,
+    warmupSeconds: WARMUP_SECONDS,
+  };
+  return figuresOf(
+    spawnNode(["--import", "tsx", "bench/raw-insert.ts", JSON.stringify(options)], {
+      core: SERVER_CORE,
+      stdout: "pipe",
     }),
   );
-  results.push(
-    await measure("REST list products (page of 20, filtered)", REQUESTS, async () => {
-      await expectOk(
-        await fetch(
-          `${server.baseUrl}${PRODUCTS}?pageSize=20&filter=${encodeURIComponent("name~bench")}&sortOrder=-createdAt`,
-          { headers: { authorization: server.adminAuthorization } },
-        ),
-      );
-    }),
-  );
-  const grpc = createClient(
-    CatalogService,
-    createGrpcTransport({ baseUrl: server.baseUrl, interceptors: [sendAuthorization(server.adminAuthorization)] }),
-  );
-  results.push(
-    await measure("gRPC list products (page of 20)", REQUESTS, async () => {
-      await grpc.listProducts({ pageSize: 20 });
-    }),
-  );
-  const rssAfter = process.memoryUsage().rss;
+}
+
+/** The JSON line a load process prints when it is done. */
+async function figuresOf(spawned: Spawned): Promise<LoadFigures> {
+  let output = "";
+  spawned.child.stdout?.setEncoding("utf8").on("data", (chunk: string) => {
+    output += chunk;
+  });
+  const code = await new Promise<number | null>((resolve) => spawned.child.once("close", resolve));
+  if (code !== 0) throw new Error(`load process failed (${code}): ${spawned.stderr()}`);
+  return JSON.parse(output.trim().split("\n").at(-1) ?? "{}") as LoadFigures;
+}
+
+async function benchMode(mode: Mode): Promise<ModeResult> {
+  console.error(`[${mode}] start-up, ${STARTUP_RUNS} runs`);
+  const startup = await measureStartup(mode, STARTUP_RUNS);
+  const storage = await createStorage(mode);
+  const servers: Spawned[] = [];
+  try {
+    const provision = await startProvision(storage, LOG_LEVEL);
+    servers.push(provision);
+    const fixture = await seedCatalog(provision.baseUrl, provision.admin);
+    const targets = httpTargets(fixture.authorization, fixture.productId);
+    const message = toBinary(
+      GetProductRequestSchema,
+      create(GetProductRequestSchema, { productId: fixture.productId }),
+    );
+
+    const http1: Record<string, Reply> = {};
+    for (const target of Object.values(targets)) {
+      http1[`${target.method} ${target.path}`] = await recordHttp(provision.baseUrl, target);
+    }
+    const createdId = JSON.parse(Buffer.from(http1[`POST ${PRODUCTS}`].body, "base64").toString("utf8")).id;
+    const h2c = { [GET_PRODUCT]: await recordGrpc(provision.baseUrl, GET_PRODUCT, message, fixture.authorization) };
+    const { bare, http1Url, h2cAddress } = await startBare(http1, h2c);
+    servers.push(bare);
+
+    const paths: PathResult[] = [];
+    const compare = async (key: keyof typeof targets, goal?: string) => {
+      console.error(`[${mode}] ${targets[key].name}`);
+      const measured = await driveHttp(provision.baseUrl, targets[key], load);
+      paths.push(pathResult(targets[key].name, measured, await driveHttp(http1Url, targets[key], load), "bare", goal));
+    };
+    const getGoal = mode === "embedded" ? "≥ 0.2× bare" : "≥ 0.1× bare";
+    await compare("get", getGoal);
+    await compare("list");
+    await compare("connect", getGoal);
+    await compare("healthz");
+
+    for (const streams of [1, CONNECTIONS]) {
+      const name = streams === 1 ? "gRPC h2c, 1 connection, sequential" : `gRPC h2c, ${streams} streams`;
+      console.error(`[${mode}] ${name}`);
+      const measured = await driveGrpc(`127.0.0.1:${provision.port}`, message, fixture.authorization, streams);
+      const baseline = await driveGrpc(h2cAddress, message, fixture.authorization, streams);
+      paths.push(pathResult(name, measured, baseline, "bare", streams === 1 ? "p50 ≤ 1 ms" : undefined));
+    }
+
+    console.error(`[${mode}] ${targets.create.name}`);
+    const created = await driveHttp(provision.baseUrl, targets.create, load);
+    paths.push(pathResult(targets.create.name, created, await driveHttp(http1Url, targets.create, load)));
+    const raw = await rawInsert(storage, createdId);
+    paths.push(pathResult(`${targets.create.name} vs raw INSERT`, created, raw, "raw insert", "≥ 0.3× raw"));
+
+    const bareFigures = await bareStartup(http1["GET /healthz"]);
+    return {
+      mode: mode === "embedded" ? "embedded (SQLite, in-process)" : "MySQL + Redis",
+      startup: { ...startup, ...bareFigures },
+      paths,
+    };
+  } finally {
+    for (const server of servers) await server.stop();
+    await storage.remove();
+  }
+}
+
+async function main() {
+  ensureCompiled();
+  pinSelf();
+  if (!canPin) console.error("taskset or a second core is missing: the server and the load share cores");
+  const results: ModeResult[] = [];
+  for (const mode of MODES) results.push(await benchMode(mode));
+  for (const result of results) printTable(result);
   console.log(
     JSON.stringify(
       {
-        database: embedded ? "sqlite" : "mysql",
-        concurrency: CONCURRENCY,
+        node: process.version,
+        cores: os.cpus().length,
+        pinned: canPin,
+        secondsPerMeasurement: SECONDS,
+        connections: CONNECTIONS,
+        logLevel: LOG_LEVEL,
         results,
-        memory: { rssBeforeMiB: Math.round(rssBefore / 2 ** 20), rssAfterMiB: Math.round(rssAfter / 2 ** 20) },
       },
       null,
       2,
     ),
   );
+}
+
+process.once("SIGINT", () => {
+  killChildren();
+  void removeAllStorage().finally(() => process.exit(130));
+});
+try {
+  await main();
 } finally {
-  await server.close();
+  killChildren();
+  fs.rmSync(scratch, { recursive: true, force: true });
 }

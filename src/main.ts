@@ -1,7 +1,4 @@
-import { createApp } from "./app.js";
 import { ConfigError, checkTlsFiles, loadConfig } from "./platform/config.js";
-import { createLogger } from "./platform/logger.js";
-import { listen } from "./server/http-server.js";
 
 async function main(): Promise<void> {
   let config: ReturnType<typeof loadConfig>;
@@ -15,6 +12,12 @@ async function main(): Promise<void> {
     }
     throw error;
   }
+  // Loaded once the configuration is known to be good: a bad variable is reported without loading the service.
+  const [{ createApp }, { createLogger }, { listen }] = await Promise.all([
+    import("./app.js"),
+    import("./platform/logger.js"),
+    import("./server/http-server.js"),
+  ]);
   const logger = createLogger(config.logLevel);
   const app = await createApp(config, logger);
   if (app.bootstrap.kind === "first-client") {

@@ -1,6 +1,9 @@
 import fs from "node:fs";
 import path from "node:path";
-import { DataSource, type EntityManager, type EntitySchema, type MigrationInterface, QueryFailedError } from "typeorm";
+import type { EntityManager, EntitySchema, MigrationInterface } from "typeorm";
+// From their own modules: typeorm's index loads ~100 modules more (CLI, decorators, every repository helper).
+import { DataSource } from "typeorm/data-source/DataSource.js";
+import { QueryFailedError } from "typeorm/error/QueryFailedError.js";
 import type { DatabaseConfig } from "./config.js";
 import { DomainError } from "./errors.js";
 

@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
+import { COMPILED_MAIN, ensureCompiled } from "./compiled-build.js";
 
 export const REPO_ROOT = fileURLToPath(new URL("../..", import.meta.url));
 
@@ -46,13 +47,14 @@ export interface ProvisionProcess {
 }
 
 /**
- * Runs the service with only `env` as its configuration: as `npm start` does (`node --import tsx src/main.ts`),
- * or through `npm start` itself when `throughNpm` is set.
+ * Runs the compiled service with only `env` as its configuration: as `npm start` does (`node dist/src/main.js`,
+ * built first if a source changed since the last build), or through `npm start` itself when `throughNpm` is set.
  */
 export function spawnProvision(env: Record<string, string>, { throughNpm = false } = {}): ProvisionProcess {
+  ensureCompiled();
   const base = { ...process.env };
   for (const name of CONFIG_VARIABLES) delete base[name];
-  const [command, args] = throughNpm ? ["npm", ["start"]] : [process.execPath, ["--import", "tsx", "src/main.ts"]];
+  const [command, args] = throughNpm ? ["npm", ["start"]] : [process.execPath, [COMPILED_MAIN]];
   const child = spawn(command, args, {
     cwd: REPO_ROOT,
     env: { ...base, ...env },
