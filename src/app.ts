@@ -19,8 +19,6 @@ import { type InvalidationBus, MemoryInvalidationBus } from "./platform/invalida
 import type { Logger } from "./platform/logger.js";
 import { MemoryCoordinator } from "./platform/memory-coordinator.js";
 import { migrations } from "./platform/migrations/index.js";
-import { RedisCoordinator } from "./platform/redis-coordinator.js";
-import { RedisInvalidationBus } from "./platform/redis-invalidation-bus.js";
 import { errorInterceptor } from "./server/error-interceptor.js";
 import type { RequestHandler } from "./server/http-server.js";
 import { createInProcessInvoker } from "./server/in-process-rpc.js";
@@ -52,15 +50,16 @@ export function openDatabase(config: Config): DataSource {
 
 /** Redis pub/sub when the coordinator is Redis; in-process otherwise. */
 export async function connectInvalidationBus(config: Config, logger: Logger): Promise<InvalidationBus> {
-  return config.coordinator.kind === "redis"
-    ? RedisInvalidationBus.connect(config.coordinator.url, logger)
-    : new MemoryInvalidationBus();
+  if (config.coordinator.kind !== "redis") return new MemoryInvalidationBus();
+  // Loaded only when used: the embedded default never needs the Redis client's few hundred modules.
+  const { RedisInvalidationBus } = await import("./platform/redis-invalidation-bus.js");
+  return RedisInvalidationBus.connect(config.coordinator.url, logger);
 }
 
 export async function connectCoordinator(config: Config, logger: Logger): Promise<Coordinator> {
-  return config.coordinator.kind === "redis"
-    ? RedisCoordinator.connect(config.coordinator.url, logger)
-    : new MemoryCoordinator();
+  if (config.coordinator.kind !== "redis") return new MemoryCoordinator();
+  const { RedisCoordinator } = await import("./platform/redis-coordinator.js");
+  return RedisCoordinator.connect(config.coordinator.url, logger);
 }
 
 /**

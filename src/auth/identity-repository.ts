@@ -1,4 +1,7 @@
-import { type DataSource, IsNull, LessThan, LessThanOrEqual } from "typeorm";
+import type { DataSource } from "typeorm";
+import { IsNull } from "typeorm/find-options/operator/IsNull.js";
+import { LessThan } from "typeorm/find-options/operator/LessThan.js";
+import { LessThanOrEqual } from "typeorm/find-options/operator/LessThanOrEqual.js";
 import { inTransaction, withDatabaseLock, writeSerially } from "../platform/database.js";
 import {
   ClientEntity,

@@ -1,4 +1,5 @@
-import { EntitySchema } from "typeorm";
+// Deep imports: typeorm's index loads its whole CLI and every driver, slowing start-up.
+import { EntitySchema } from "typeorm/entity-schema/EntitySchema.js";
 
 export interface ProductRow {
   id: string;

@@ -1,4 +1,5 @@
-import { type MigrationInterface, type QueryRunner, Table } from "typeorm";
+import type { MigrationInterface, QueryRunner } from "typeorm";
+import { Table } from "typeorm/schema-builder/table/Table.js";
 import { columnsFor } from "./columns.js";
 
 export class CatalogSchema1763740800000 implements MigrationInterface {

@@ -1,4 +1,5 @@
-import { type MigrationInterface, type QueryRunner, Table } from "typeorm";
+import type { MigrationInterface, QueryRunner } from "typeorm";
+import { Table } from "typeorm/schema-builder/table/Table.js";
 import { columnsFor } from "./columns.js";
 
 /** The provider that owned every row before providers existed; the bootstrap provider. */
