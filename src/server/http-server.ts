@@ -5,7 +5,6 @@ import net from "node:net";
 import type { Logger } from "../platform/logger.js";
 import { recordClientAddress, resolveClientAddress } from "./client-address.js";
 import { writeRawProblem } from "./http-responses.js";
-import { ReplaySocket } from "./replay-socket.js";
 import type { NodeRequest, NodeResponse } from "./rest/rest-handler.js";
 
 export type RequestHandler = (request: NodeRequest, response: NodeResponse) => void;
@@ -44,13 +43,8 @@ export async function listen(handler: RequestHandler, options: ListenOptions): P
   let draining = false;
   let drained: (() => void) | undefined;
 
-  /** The raw socket of each cleartext HTTP/2 session: the session itself only sees the replaying stream. */
-  const h2cPeers = new WeakMap<http2.Http2Session, string | undefined>();
-  let handingOver: net.Socket | undefined;
-
   const tracked: RequestHandler = (request, response) => {
-    const session = "stream" in request ? request.stream.session : undefined;
-    const peer = session && h2cPeers.has(session) ? h2cPeers.get(session) : request.socket?.remoteAddress;
+    const peer = request.socket?.remoteAddress;
     recordClientAddress(
       request,
       resolveClientAddress(peer, request.headers["x-forwarded-for"], options.trustedProxies),
@@ -98,7 +92,6 @@ export async function listen(handler: RequestHandler, options: ListenOptions): P
   h2.setTimeout(HTTP2_IDLE_TIMEOUT_MS);
   h2.on("checkExpectation", tracked);
   h2.on("session", (session) => {
-    if (handingOver) h2cPeers.set(session, handingOver.remoteAddress);
     sessions.add(session);
     session.once("close", () => sessions.delete(session));
   });
@@ -120,13 +113,13 @@ export async function listen(handler: RequestHandler, options: ListenOptions): P
           socket.off("error", drop);
           socket.setTimeout(0);
           socket.pause();
+          // Put back what was read: HTTP/1.1 parses it from the stream, and a new HTTP/2 session feeds its
+          // handle whatever the socket already buffered (nodejs/node#35475) before reading the handle itself.
+          socket.unshift(head);
           if (matches) {
-            handingOver = socket;
-            h2.emit("connection", new ReplaySocket(socket, head));
-            handingOver = undefined;
+            h2.emit("connection", socket);
             return;
           }
-          socket.unshift(head);
           h1.emit("connection", socket);
           socket.resume();
         };
