@@ -45,16 +45,29 @@ function serializeError(value: unknown, depth = 0): unknown {
   return record;
 }
 
+const RECORD_SHAPE = {
+  base: { service: "provision" },
+  timestamp: pino.stdTimeFunctions.isoTime,
+  formatters: { level: (label: string) => ({ level: label }) },
+};
+
 export function createLogger(level: string, destination?: pino.DestinationStream): Logger {
   return pino(
     {
+      ...RECORD_SHAPE,
       level,
-      base: { service: "provision" },
-      timestamp: pino.stdTimeFunctions.isoTime,
       redact: { paths: REDACTED_PATHS, censor: "[redacted]" },
       serializers: { err: serializeError, error: serializeError },
-      formatters: { level: (label) => ({ level: label }) },
     },
     destination,
   );
+}
+
+/**
+ * The logger of the one line written per request, to the same destination. Its fields are fixed (id, method,
+ * path, status, duration) and never hold a secret, so it skips redaction, the costliest part of a write.
+ */
+export function requestLoggerOf(logger: Logger): Logger {
+  const destination = (logger as unknown as Record<symbol, pino.DestinationStream>)[pino.symbols.streamSym];
+  return pino({ ...RECORD_SHAPE, level: logger.level }, destination);
 }

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { Code } from "@connectrpc/connect";
-import type { Logger } from "../platform/logger.js";
+import { type Logger, requestLoggerOf } from "../platform/logger.js";
 import { writeConnectError, writeJson, writeProblem } from "./http-responses.js";
 import type { RequestHandler } from "./http-server.js";
 import { readTarget, targetUrl } from "./request-target.js";
@@ -71,6 +71,7 @@ function ensureAuthority(request: NodeRequest): void {
 /** Gives every request an id, answers the health probes, and sends each request to RPC or REST. */
 export function createRequestHandler(parts: RequestHandlerParts): RequestHandler {
   const { logger } = parts;
+  const requestLogger = requestLoggerOf(logger);
   return (request, response) => {
     const started = process.hrtime.bigint();
     const offered = request.headers["x-request-id"];
@@ -80,7 +81,7 @@ export function createRequestHandler(parts: RequestHandlerParts): RequestHandler
     const target = readTarget(request.url);
     const path = target?.path;
     response.once("close", () => {
-      logger.info(
+      requestLogger.info(
         {
           requestId,
           method: request.method,
