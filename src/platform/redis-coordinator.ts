@@ -1,10 +1,8 @@
 import { RateLimiterRedis, RLWrapperTimeouts } from "rate-limiter-flexible";
-import { createClient, type RedisClientType } from "redis";
+import type { RedisClientType } from "redis";
 import { type Coordinator, limiterRegistry, type RateLimiter, type RateLimitOptions } from "./coordinator.js";
 import type { Logger } from "./logger.js";
-
-/** At start-up, give up after this many failed attempts (about 3 s) rather than wait forever. */
-const INITIAL_CONNECT_RETRIES = 5;
+import { connectRedis } from "./redis-connection.js";
 
 /** Where rate limits count: one prefix for Provision's keys, then the limiter's name. */
 const RATE_KEY_PREFIX = "provision:rate";
@@ -22,32 +20,7 @@ export class RedisCoordinator implements Coordinator {
 
   /** Connects, retrying in the background after a lost connection; readiness reports while it is down. */
   static async connect(url: string, logger: Logger): Promise<RedisCoordinator> {
-    let everReady = false;
-    const client: RedisClientType = createClient({
-      url,
-      // While disconnected, commands fail at once rather than queue: callers decide how to degrade.
-      disableOfflineQueue: true,
-      socket: {
-        connectTimeout: 5000,
-        reconnectStrategy: (retries: number, cause: Error) =>
-          !everReady && retries >= INITIAL_CONNECT_RETRIES ? cause : Math.min(100 * 2 ** retries, 5000),
-      },
-    });
-    let lastError = "";
-    client.on("error", (error: Error) => {
-      if (error.message !== lastError) logger.warn({ err: { message: error.message } }, "redis connection error");
-      lastError = error.message;
-    });
-    client.on("ready", () => {
-      everReady = true;
-      lastError = "";
-    });
-    try {
-      await client.connect();
-    } catch (error) {
-      throw new Error(`REDIS_URL is unreachable: ${(error as Error).message}`);
-    }
-    return new RedisCoordinator(client);
+    return new RedisCoordinator(await connectRedis(url, logger, "coordinator"));
   }
 
   async ping(): Promise<void> {

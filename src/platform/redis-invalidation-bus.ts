@@ -1,10 +1,10 @@
-import { createClient, type RedisClientType } from "redis";
+import type { RedisClientType } from "redis";
 import type { InvalidationBus } from "./invalidation-bus.js";
 import type { Logger } from "./logger.js";
+import { connectRedis, withinDeadline } from "./redis-connection.js";
 
 const CHANNEL_PREFIX = "provision:invalidate:";
-/** At start-up, give up after this many failed attempts (about 3 s) rather than wait forever. */
-const INITIAL_CONNECT_RETRIES = 5;
+const PUBLISH_DEADLINE_MS = 1000;
 
 /** Redis pub/sub on two connections of its own (a subscribed connection can do nothing else). */
 export class RedisInvalidationBus implements InvalidationBus {
@@ -21,32 +21,9 @@ export class RedisInvalidationBus implements InvalidationBus {
   }
 
   static async connect(url: string, logger: Logger): Promise<RedisInvalidationBus> {
-    const connect = async (role: string) => {
-      let everReady = false;
-      const client: RedisClientType = createClient({
-        url,
-        disableOfflineQueue: true,
-        socket: {
-          connectTimeout: 5000,
-          reconnectStrategy: (retries: number, cause: Error) =>
-            !everReady && retries >= INITIAL_CONNECT_RETRIES ? cause : Math.min(100 * 2 ** retries, 5000),
-        },
-      });
-      let lastError = "";
-      client.on("error", (error: Error) => {
-        if (error.message !== lastError) logger.warn({ err: { message: error.message }, role }, "redis bus error");
-        lastError = error.message;
-      });
-      client.on("ready", () => {
-        everReady = true;
-        lastError = "";
-      });
-      await client.connect();
-      return client;
-    };
-    const publisher = await connect("publisher");
+    const publisher = await connectRedis(url, logger, "bus publisher");
     try {
-      return new RedisInvalidationBus(publisher, await connect("subscriber"));
+      return new RedisInvalidationBus(publisher, await connectRedis(url, logger, "bus subscriber"));
     } catch (error) {
       await publisher.close();
       throw error;
@@ -58,7 +35,7 @@ export class RedisInvalidationBus implements InvalidationBus {
   }
 
   async publish(channel: string, message: string): Promise<void> {
-    await this.publisher.publish(CHANNEL_PREFIX + channel, message);
+    await withinDeadline(this.publisher.publish(CHANNEL_PREFIX + channel, message), PUBLISH_DEADLINE_MS);
   }
 
   async subscribe(channel: string, onMessage: (message: string) => void, onReset: () => void): Promise<void> {

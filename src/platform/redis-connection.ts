@@ -1,0 +1,53 @@
+import { createClient, type RedisClientType } from "redis";
+import type { Logger } from "./logger.js";
+
+/** At start-up, give up after this many failed attempts (about 3 s) rather than wait forever. */
+const INITIAL_CONNECT_RETRIES = 5;
+
+/**
+ * A connected node-redis client that retries in the background after a lost connection (each distinct error
+ * logged once, naming `role`). While disconnected, commands fail at once rather than queue: callers decide how
+ * to degrade.
+ */
+export async function connectRedis(url: string, logger: Logger, role: string): Promise<RedisClientType> {
+  let everReady = false;
+  const client: RedisClientType = createClient({
+    url,
+    disableOfflineQueue: true,
+    socket: {
+      connectTimeout: 5000,
+      reconnectStrategy: (retries: number, cause: Error) =>
+        !everReady && retries >= INITIAL_CONNECT_RETRIES ? cause : Math.min(100 * 2 ** retries, 5000),
+    },
+  });
+  let lastError = "";
+  client.on("error", (error: Error) => {
+    if (error.message !== lastError) logger.warn({ err: { message: error.message }, role }, "redis connection error");
+    lastError = error.message;
+  });
+  client.on("ready", () => {
+    everReady = true;
+    lastError = "";
+  });
+  try {
+    await client.connect();
+  } catch (error) {
+    throw new Error(`REDIS_URL is unreachable: ${(error as Error).message}`);
+  }
+  return client;
+}
+
+/** Fails `command` when Redis has not answered within `ms`: a Redis that stopped answering never hangs a caller. */
+export async function withinDeadline<T>(command: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      command,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`redis did not answer within ${ms} ms`)), ms);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
