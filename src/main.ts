@@ -13,12 +13,12 @@ async function main(): Promise<void> {
     throw error;
   }
   // Loaded once the configuration is known to be good: a bad variable is reported without loading the service.
-  const [{ createApp }, { createLogger }, { listen }] = await Promise.all([
+  const [{ createApp }, { createLogger, stdoutDestination }, { listen }] = await Promise.all([
     import("./app.js"),
     import("./platform/logger.js"),
     import("./server/http-server.js"),
   ]);
-  const logger = createLogger(config.logLevel);
+  const logger = createLogger(config.logLevel, stdoutDestination());
   const app = await createApp(config, logger);
   if (app.bootstrap.kind === "first-client") {
     process.stdout.write(

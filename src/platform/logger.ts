@@ -45,6 +45,15 @@ function serializeError(value: unknown, depth = 0): unknown {
   return record;
 }
 
+/**
+ * Standard output, written asynchronously: lines logged while a write is under way go out together in the
+ * next one, so a busy service makes far fewer system calls than one write per line. Whatever is pending is
+ * written synchronously when the process exits.
+ */
+export function stdoutDestination(): pino.DestinationStream {
+  return pino.destination({ dest: 1, sync: false });
+}
+
 const RECORD_SHAPE = {
   base: { service: "provision" },
   timestamp: pino.stdTimeFunctions.isoTime,
