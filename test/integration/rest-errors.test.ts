@@ -95,6 +95,9 @@ test("a chunked body over the limit answers 413 too", async (t) => {
     duplex: "half",
   } as RequestInit);
   assertProblem(t, response, 413);
+  // The connection the 413 came back on is reused or closed, never left dead: the next call is answered.
+  const next = await fetch(`${t.context.server.baseUrl}/healthz`, { signal: AbortSignal.timeout(5000) });
+  t.is(next.status, 200);
 });
 
 test("an unknown path answers 404", async (t) => {
