@@ -24,6 +24,7 @@ import type { RequestHandler } from "./server/http-server.js";
 import { createInProcessInvoker } from "./server/in-process-rpc.js";
 import { limitsInterceptor } from "./server/limits-interceptor.js";
 import { answerUnknownRpc, createRequestHandler } from "./server/request-handler.js";
+import { checkJsonLimits } from "./server/request-limits.js";
 import { createRestHandler, type NodeResponse } from "./server/rest/rest-handler.js";
 import { RouteTable, routesFromAnnotations } from "./server/rest/route-table.js";
 import { createRpcHandler } from "./server/rpc-adapter.js";
@@ -121,6 +122,7 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
     bodyLimitBytes: config.bodyLimitBytes,
     logger,
     authorize: createAuthorizer(authOptions),
+    checkLimits: (method, json) => checkJsonLimits(method.input, json),
   });
   const readyCoordinator = coordinator;
   const readyBus = bus;

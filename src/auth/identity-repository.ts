@@ -84,6 +84,13 @@ export class IdentityRepository {
     await this.clientChanged(clientId);
   }
 
+  /** Records a client's last use: no change to what token checks read, so nobody is told. */
+  async touchClient(clientId: string, at: Date): Promise<void> {
+    await writeSerially(this.dataSource, () =>
+      this.dataSource.getRepository(ClientEntity).update({ clientId }, { lastUsedAt: at }),
+    );
+  }
+
   async deleteClient(providerId: string, clientId: string): Promise<boolean> {
     const result = await writeSerially(this.dataSource, () =>
       this.dataSource.getRepository(ClientEntity).delete({ clientId, providerId }),

@@ -20,9 +20,10 @@ const CLIENT_ID_MAX_LENGTH = 256;
 const RATE_WINDOW_SECONDS = 60;
 /**
  * A success is given back to its window only while this much of the window is left: given back after the
- * window ended (as Redis's clock has it), it would open the next window one failure short of its limit.
+ * window ended (as Redis's clock has it), it would open the next window one failure short of its limit. Twice
+ * the coordinator's command deadline, so a give-back that our side abandoned cannot land after the window.
  */
-const REWARD_MARGIN_MS = 1000;
+const REWARD_MARGIN_MS = 2000;
 
 export interface TokenEndpointOptions {
   repository: IdentityRepository;
@@ -109,7 +110,7 @@ export function createTokenEndpoint(options: TokenEndpointOptions) {
         scopes: requested,
         generation: client.tokenGeneration,
       });
-      await options.repository.updateClient(client.clientId, { lastUsedAt: options.clock.now() });
+      await options.repository.touchClient(client.clientId, options.clock.now());
       writeJson(response, 200, {
         access_token: accessToken,
         token_type: "Bearer",

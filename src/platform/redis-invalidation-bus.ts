@@ -5,19 +5,32 @@ import { connectRedis, withinDeadline } from "./redis-connection.js";
 
 const CHANNEL_PREFIX = "provision:invalidate:";
 const PUBLISH_DEADLINE_MS = 1000;
+/** How long after a (re)connect the subscriptions are taken to stand again. */
+const RESUBSCRIBE_SETTLE_MS = 1000;
 
 /** Redis pub/sub on two connections of its own (a subscribed connection can do nothing else). */
 export class RedisInvalidationBus implements InvalidationBus {
   private readonly resets: (() => void)[] = [];
+  /** False from a (re)connect until the subscriptions surely stand again. */
+  private settled = false;
 
   private constructor(
     private readonly publisher: RedisClientType,
     private readonly subscriber: RedisClientType,
   ) {
-    // Messages published while the subscriber was away are lost: every cache starts over.
-    subscriber.on("ready", () => {
-      for (const reset of this.resets) reset();
-    });
+    // Messages published while the subscriber was away are lost, and node-redis subscribes again only after
+    // "ready": caches start over now, cache nothing until the subscriptions stand, and start over once more.
+    subscriber.on("ready", () => this.settleAfterConnect());
+    this.settleAfterConnect();
+  }
+
+  private settleAfterConnect(): void {
+    this.settled = false;
+    this.reset();
+    setTimeout(() => {
+      this.settled = true;
+      this.reset();
+    }, RESUBSCRIBE_SETTLE_MS).unref();
   }
 
   static async connect(url: string, logger: Logger): Promise<RedisInvalidationBus> {
@@ -31,7 +44,11 @@ export class RedisInvalidationBus implements InvalidationBus {
   }
 
   get listening(): boolean {
-    return this.subscriber.isReady;
+    return this.settled && this.subscriber.isReady;
+  }
+
+  private reset(): void {
+    for (const reset of this.resets) reset();
   }
 
   async publish(channel: string, message: string): Promise<void> {

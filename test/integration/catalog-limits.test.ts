@@ -265,3 +265,16 @@ function longestEventLoopHold(): { stop(): number } {
     },
   };
 }
+
+test("REST refuses a list over its cap before decoding it: the cap is named, not the elements' type errors", async (t) => {
+  const { baseUrl } = t.context.servers.MySQL;
+  const created = await rest(baseUrl, "POST", PRODUCTS, { productCode: "CAP-BEFORE-DECODE" });
+  const features = Array.from({ length: 1001 }, () => ({ isEnabled: "not a boolean" }));
+  const response = await rest(baseUrl, "PUT", `${PRODUCTS}/${created.body.id}`, { features });
+  t.is(response.status, 400);
+  t.deepEqual(
+    response.body.errors.map((violation: { field: string }) => violation.field),
+    ["features"],
+  );
+  t.regex(response.body.detail, /1000/);
+});

@@ -1,6 +1,7 @@
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import anyTest, { type TestFn } from "ava";
+import { createClient as createRedisClient } from "redis";
 import { accessToken } from "../support/auth.js";
 import { CLIENTS, createClient } from "../support/oauth-clients.js";
 import { pollUntil } from "../support/poll.js";
@@ -91,4 +92,19 @@ test("a token still valid keeps working on both instances after another client i
   await refusedBySecond(second, revoked.token);
   t.is((await listAs(second, kept.token)).status, 200);
   t.is((await listAs(first, kept.token)).status, 200);
+});
+
+test("fetching tokens tells no instance of a change; disabling the client does", async (t) => {
+  const { first } = t.context;
+  const client = await createClient(first.baseUrl, ["catalog:read"]);
+  const heard: string[] = [];
+  const subscriber = createRedisClient({ url: TEST_REDIS_URL });
+  await subscriber.connect();
+  t.teardown(() => subscriber.close());
+  await subscriber.subscribe("provision:invalidate:client-changed", (clientId) => heard.push(clientId));
+  for (let i = 0; i < 3; i++) await accessToken(first.baseUrl, client.clientId, client.clientSecret);
+  t.is((await rest(first.baseUrl, "PUT", `${CLIENTS}/${client.clientId}/enabled/false`)).status, 200);
+  const ofThisClient = () => heard.filter((clientId) => clientId === client.clientId);
+  await pollUntil("the change to be published", () => (ofThisClient().length > 0 ? true : undefined));
+  t.is(ofThisClient().length, 1, "only the disabling was published");
 });

@@ -30,7 +30,7 @@ export interface RestHandlerOptions {
   /** Checks the caller before the body is read; the call's interceptors take the caller it returns. */
   authorize: (method: DescMethod, headers: Headers) => Promise<Caller>;
   /** Field violations of a request's JSON against the caps of its repeated fields, found before decoding. */
-  checkLimits?: (method: DescMethod, json: JsonObject) => { field: string; message: string }[];
+  checkLimits: (method: DescMethod, json: JsonObject) => { field: string; message: string }[];
 }
 
 /** Serves REST/JSON for every route of the table; answers problems for unknown paths and methods. */
@@ -77,7 +77,7 @@ export function createRestHandler(options: RestHandlerOptions) {
       answerProblem(request, response, { ...input.problem, instance });
       return;
     }
-    const tooMany = options.checkLimits?.(route.rpc, input.json) ?? [];
+    const tooMany = options.checkLimits(route.rpc, input.json);
     const decoded =
       tooMany.length > 0 ? { violations: tooMany } : await decodeRequestInChunks(route.rpc.input, input.json);
     if ("violations" in decoded) {
