@@ -54,11 +54,6 @@ function refusalOf(request: NodeRequest): Refusal | undefined {
   return undefined;
 }
 
-function hasBody(request: NodeRequest): boolean {
-  const length = request.headers["content-length"];
-  return (length !== undefined && length !== "0") || request.headers["transfer-encoding"] !== undefined;
-}
-
 /**
  * connect-node builds each request's URL from its authority and throws (out of the request listener, which
  * ends the process) when there is none: an HTTP/1.0 request may leave out Host. Such a request is addressed to
@@ -108,7 +103,7 @@ export function createRequestHandler(parts: RequestHandlerParts): RequestHandler
     const refusal = refusalOf(request);
     if (refusal) {
       if (refusal.close) response.setHeader("Connection", "close");
-      if (hasBody(request)) discardUnreadBody(request, response);
+      discardUnreadBody(request, response);
       if (isRpc) writeConnectError(response, refusal.status, Code.InvalidArgument, refusal.detail);
       else
         writeProblem(response, { status: refusal.status, slug: refusal.slug, detail: refusal.detail, instance: path });
