@@ -2,7 +2,7 @@ import { RateLimiterRedis, RLWrapperTimeouts } from "rate-limiter-flexible";
 import type { RedisClientType } from "redis";
 import { type Coordinator, limiterRegistry, type RateLimiter, type RateLimitOptions } from "./coordinator.js";
 import type { Logger } from "./logger.js";
-import { connectRedis } from "./redis-connection.js";
+import { connectRedis, withinDeadline } from "./redis-connection.js";
 
 /** Where rate limits count: one prefix for Provision's keys, then the limiter's name. */
 const RATE_KEY_PREFIX = "provision:rate";
@@ -38,22 +38,11 @@ export class RedisCoordinator implements Coordinator {
   }
 }
 
-async function answersWithin(command: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<boolean>((resolve) => {
-    timer = setTimeout(() => resolve(false), ms);
-  });
-  try {
-    return await Promise.race([
-      command.then(
-        () => true,
-        () => false,
-      ),
-      deadline,
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
+function answersWithin(command: Promise<unknown>, ms: number): Promise<boolean> {
+  return withinDeadline(command, ms).then(
+    () => true,
+    () => false,
+  );
 }
 
 /** Counted by one Lua script per consume (INCRBY, and the window's expiry on its first point), so racing instances never lose a count. */

@@ -10,6 +10,7 @@ import { createClient as createRedisClient } from "redis";
 import { requestToken } from "../support/auth.js";
 import { CLIENTS } from "../support/oauth-clients.js";
 import { pollUntil } from "../support/poll.js";
+import { type ParsedResponse, parseHttpResponse } from "../support/raw-http.js";
 import { PRODUCTS, rest } from "../support/rest.js";
 import { startTestServer, TEST_REDIS_URL, type TestServer } from "../support/test-server.js";
 
@@ -29,14 +30,7 @@ const TOKEN_PATH = "/auth/connect/token";
 // ---------------------------------------------------------------------------------------------------------------
 // Helpers: raw HTTP/1.1 over node:net, h2c over node:http2, token requests from a chosen loopback address.
 
-interface RawResponse {
-  statusLine: string;
-  status: number;
-  headers: Record<string, string>;
-  body: string;
-  /** Bytes after the body the Content-Length announced (after the head for HEAD responses). */
-  rest: string;
-}
+type RawResponse = ParsedResponse;
 
 async function connect(port: number): Promise<net.Socket> {
   const socket = net.connect(port, "127.0.0.1");
@@ -71,24 +65,10 @@ async function rawExchange(port: number, request: string | Buffer): Promise<stri
 }
 
 /** The first response of `text`; `head` for a response to HEAD, which has no body whatever Content-Length says. */
-function parseResponse(text: string, { head = false } = {}): RawResponse {
-  const end = text.indexOf("\r\n\r\n");
-  if (end < 0) throw new Error(`no complete HTTP response in ${JSON.stringify(text)}`);
-  const [statusLine, ...lines] = text.slice(0, end).split("\r\n");
-  const headers: Record<string, string> = {};
-  for (const line of lines) {
-    const colon = line.indexOf(":");
-    headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
-  }
-  const after = text.slice(end + 4);
-  const length = head ? 0 : Number(headers["content-length"] ?? after.length);
-  return {
-    statusLine,
-    status: Number(statusLine.split(" ")[1]),
-    headers,
-    body: after.slice(0, length),
-    rest: after.slice(length),
-  };
+function parseResponse(text: string, options: { head?: boolean } = {}): RawResponse {
+  const response = parseHttpResponse(text, options);
+  if (!response) throw new Error(`no complete HTTP response in ${JSON.stringify(text)}`);
+  return response;
 }
 
 function assertProblemBody(

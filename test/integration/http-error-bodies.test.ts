@@ -2,6 +2,7 @@ import { once } from "node:events";
 import http2 from "node:http2";
 import net from "node:net";
 import anyTest, { type ExecutionContext, type TestFn } from "ava";
+import { isCompleteResponse, type ParsedResponse, parseHttpResponse } from "../support/raw-http.js";
 import { PRODUCTS } from "../support/rest.js";
 import { startTestServer, type TestServer } from "../support/test-server.js";
 
@@ -17,11 +18,7 @@ test.after.always(async (t) => {
 
 const LIST_PRODUCTS = "/provision.v1.CatalogService/ListProducts";
 
-interface RawResponse {
-  status: number;
-  headers: Record<string, string>;
-  body: string;
-}
+type RawResponse = Pick<ParsedResponse, "status" | "headers" | "body">;
 
 /**
  * Writes `request` on a fresh connection; answers the first final response (interim 1xx responses are skipped)
@@ -60,21 +57,11 @@ async function rawExchange(port: number, request: string): Promise<RawResponse &
   return { ...response, closed };
 }
 
+/** The first final response of `text` once whole (interim 1xx responses are skipped); undefined before. */
 function parseFinal(text: string): RawResponse | undefined {
   const interim = /^HTTP\/1\.1 1\d\d [^\r]*\r\n(?:[^\r]+\r\n)*\r\n/.exec(text);
   if (interim) return parseFinal(text.slice(interim[0].length));
-  const end = text.indexOf("\r\n\r\n");
-  if (end < 0) return undefined;
-  const [statusLine, ...lines] = text.slice(0, end).split("\r\n");
-  const headers: Record<string, string> = {};
-  for (const line of lines) {
-    const colon = line.indexOf(":");
-    headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
-  }
-  const length = Number(headers["content-length"] ?? Number.NaN);
-  const body = text.slice(end + 4);
-  if (!(body.length >= length)) return undefined;
-  return { status: Number(statusLine.split(" ")[1]), headers, body: body.slice(0, length) };
+  return isCompleteResponse(text) ? parseHttpResponse(text) : undefined;
 }
 
 function assertProblem(t: ExecutionContext, response: RawResponse, status: number, slug: string) {

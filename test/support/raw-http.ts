@@ -74,3 +74,37 @@ export function isCompleteResponse(text: string | undefined): boolean {
   const length = /\r\ncontent-length: (\d+)/i.exec(text.slice(0, headEnd));
   return length !== null && text.length - headEnd - 4 >= Number(length[1]);
 }
+
+export interface ParsedResponse {
+  statusLine: string;
+  status: number;
+  /** Header names in lower case. */
+  headers: Record<string, string>;
+  body: string;
+  /** Bytes after the body the Content-Length announced (after the head for HEAD responses). */
+  rest: string;
+}
+
+/**
+ * The first response of `text`, or undefined while its head has not all arrived; `head` for a response to HEAD,
+ * which has no body whatever Content-Length says. Without Content-Length the body is all that follows the head.
+ */
+export function parseHttpResponse(text: string, { head = false } = {}): ParsedResponse | undefined {
+  const end = text.indexOf("\r\n\r\n");
+  if (end < 0) return undefined;
+  const [statusLine, ...lines] = text.slice(0, end).split("\r\n");
+  const headers: Record<string, string> = {};
+  for (const line of lines) {
+    const colon = line.indexOf(":");
+    headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
+  }
+  const after = text.slice(end + 4);
+  const length = head ? 0 : Number(headers["content-length"] ?? after.length);
+  return {
+    statusLine,
+    status: Number(statusLine.split(" ")[1]),
+    headers,
+    body: after.slice(0, length),
+    rest: after.slice(length),
+  };
+}
