@@ -4,6 +4,7 @@ import path from "node:path";
 import anyTest, { type TestFn } from "ava";
 import { BetterSqlite3QueryRunner } from "typeorm/driver/better-sqlite3/BetterSqlite3QueryRunner.js";
 import { MysqlQueryRunner } from "typeorm/driver/mysql/MysqlQueryRunner.js";
+import { pollUntil } from "../support/poll.js";
 import { PRODUCTS, rest } from "../support/rest.js";
 import { startTestServer, type TestServer } from "../support/test-server.js";
 
@@ -38,6 +39,21 @@ async function statementsOf(work: () => Promise<{ status: number }>): Promise<nu
   return statements - before;
 }
 
+/**
+ * The statements of `work` once the caller's credential is cached: for its first second an instance caches no
+ * client state (its Redis subscription may not stand yet), so a call then also reads the client.
+ */
+function warmStatementsOf(work: () => Promise<{ status: number }>, most: number): Promise<number> {
+  return pollUntil(
+    `a call of at most ${most} statements`,
+    async () => {
+      const count = await statementsOf(work);
+      return count <= most ? count : undefined;
+    },
+    { timeoutMs: 5000, intervalMs: 100 },
+  );
+}
+
 async function productWithFeaturesAndAssets(baseUrl: string, code: string): Promise<string> {
   const created = await rest(baseUrl, "POST", PRODUCTS, { productCode: code });
   const id = created.body.id as string;
@@ -57,7 +73,7 @@ for (const database of ["MySQL", "SQLite"]) {
     const first = await get();
     t.is(first.body.features.length, 3);
     t.is(first.body.monitoredAssets.length, 2);
-    const count = await statementsOf(get);
+    const count = await warmStatementsOf(get, 2);
     t.true(count >= 1 && count <= 2, `${count} statements`);
   });
 
@@ -66,7 +82,7 @@ for (const database of ["MySQL", "SQLite"]) {
     for (let index = 0; index < 5; index++) await productWithFeaturesAndAssets(baseUrl, `PAGE-${database}-${index}`);
     const list = () => rest(baseUrl, "GET", `${PRODUCTS}?pageSize=20&filter=PAGE-`);
     t.is((await list()).body.items.length, 5);
-    const count = await statementsOf(list);
+    const count = await warmStatementsOf(list, 3);
     t.true(count >= 2 && count <= 3, `${count} statements`);
   });
 }
