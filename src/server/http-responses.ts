@@ -19,7 +19,11 @@ export interface Problem {
 }
 
 export function writeJson(response: NodeResponse, status: number, body: JsonValue): void {
-  const text = JSON.stringify(body);
+  writeJsonText(response, status, JSON.stringify(body));
+}
+
+/** Writes JSON already serialized. */
+export function writeJsonText(response: NodeResponse, status: number, text: string): void {
   response.statusCode = status;
   response.setHeader("Content-Type", "application/json; charset=utf-8");
   response.setHeader("Content-Length", Buffer.byteLength(text));

@@ -1,7 +1,8 @@
 import { setImmediate as nextTurn } from "node:timers/promises";
 import type { DescField, DescMessage, JsonObject, JsonValue, Message } from "@bufbuild/protobuf";
 import type { FieldViolation } from "../../platform/errors.js";
-import { decodeRequest, encodeResponse } from "./json-codec.js";
+import { decodeRequest } from "./json-codec.js";
+import { encodedFields, encodeResponseText } from "./json-encoder.js";
 
 /** Elements of a list decoded or encoded between two turns of the event loop. */
 const CHUNK = 100;
@@ -54,27 +55,40 @@ export async function decodeRequestInChunks(
   return decoded;
 }
 
-/** `encodeResponse`, a chunk of a long top-level list at a time, with turns of the event loop in between. */
-export async function encodeResponseInChunks(schema: DescMessage, message: Message): Promise<JsonValue> {
+/**
+ * The REST JSON text of a response, or of its `responseBody` field alone when one is named; a top-level list of
+ * messages longer than a chunk is written a chunk at a time, with turns of the event loop in between.
+ */
+export async function encodeResponseInChunks(
+  schema: DescMessage,
+  message: Message,
+  responseBody = "",
+): Promise<string> {
   const source = message as unknown as Record<string, Message[]>;
-  const lists = schema.fields.filter(
-    (field): field is ListField =>
-      field.fieldKind === "list" && field.listKind === "message" && source[field.localName].length > CHUNK,
-  );
-  if (lists.length === 0) return encodeResponse(schema, message);
-  const head = { ...source } as Record<string, unknown>;
-  for (const field of lists) head[field.localName] = [];
-  const json = encodeResponse(schema, head as unknown as Message) as JsonObject;
-  for (const field of lists) {
-    const encoded: JsonValue[] = [];
-    const elements = source[field.localName];
-    for (let index = 0; index < elements.length; index++) {
-      if (index % CHUNK === 0) await nextTurn();
-      encoded.push(encodeResponse(field.message, elements[index]));
-    }
-    json[field.jsonName] = encoded;
+  const isLong = (field: DescField): field is ListField =>
+    field.fieldKind === "list" &&
+    field.listKind === "message" &&
+    !field.message.typeName.startsWith("google.protobuf.") &&
+    source[field.localName].length > CHUNK;
+  const fields = encodedFields(schema);
+  const body = responseBody ? fields.find(({ field }) => field.name === responseBody) : undefined;
+  if (body) return isLong(body.field) ? listInChunks(body.field, source) : body.text(message);
+  if (!fields.some(({ field }) => isLong(field))) return encodeResponseText(schema, message);
+  let json = "";
+  for (const { field, key, text } of fields) {
+    json += `${json ? "," : "{"}${key}${isLong(field) ? await listInChunks(field, source) : text(message)}`;
   }
-  return json;
+  return `${json}}`;
+}
+
+async function listInChunks(field: ListField, source: Record<string, Message[]>): Promise<string> {
+  const elements = source[field.localName];
+  const encoded: string[] = [];
+  for (let index = 0; index < elements.length; index++) {
+    if (index % CHUNK === 0) await nextTurn();
+    encoded.push(encodeResponseText(field.message, elements[index]));
+  }
+  return `[${encoded.join(",")}]`;
 }
 
 function prefixed(path: string, violation: FieldViolation): FieldViolation {

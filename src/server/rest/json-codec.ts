@@ -229,7 +229,8 @@ function rfc3339ToUtc(value: string): string | undefined {
 
 /**
  * The REST JSON of a message: every field present (unset messages and optionals as null), enums as integers,
- * durations as .NET TimeSpan strings.
+ * durations as .NET TimeSpan strings. Responses are written by `encodeResponseText` (json-encoder.ts), which
+ * gives this text in one pass; this stays as its reference and its path for the rarer well-known types.
  */
 export function encodeResponse(schema: DescMessage, message: Message): JsonValue {
   const json = toJson(schema, message, { alwaysEmitImplicit: true, enumAsInteger: true });

@@ -1,12 +1,12 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
-import type { DescMethod, JsonObject, JsonValue, Message } from "@bufbuild/protobuf";
+import type { DescMethod, JsonObject, Message } from "@bufbuild/protobuf";
 import { ConnectError, createContextValues } from "@connectrpc/connect";
 import { authorizedCallerKey, type Caller } from "../../auth/auth-interceptor.js";
 import { DomainError } from "../../platform/errors.js";
 import type { Logger } from "../../platform/logger.js";
 import { toConnectError } from "../error-interceptor.js";
-import { type Problem, problemFromConnectError, writeJson, writeProblem } from "../http-responses.js";
+import { type Problem, problemFromConnectError, writeJsonText, writeProblem } from "../http-responses.js";
 import type { InProcessCall } from "../in-process-rpc.js";
 import { httpStatusOf } from "../problem-mapping.js";
 import { discardUnreadBody } from "../unread-body.js";
@@ -94,7 +94,7 @@ export function createRestHandler(options: RestHandlerOptions) {
         requestMethod: request.method ?? "GET",
         url: url.href,
       });
-      writeJson(response, 200, await responseJson(route, output));
+      writeJsonText(response, 200, await responseText(route, output));
     } catch (error) {
       const connectError = ConnectError.from(error);
       const status = httpStatusOf(connectError.code);
@@ -158,9 +158,6 @@ function writeError(response: NodeResponse, error: ConnectError, instance: strin
   writeProblem(response, problemFromConnectError(error, instance));
 }
 
-async function responseJson(route: RestRoute, message: Message): Promise<JsonValue> {
-  const json = (await encodeResponseInChunks(route.rpc.output, message)) as JsonObject;
-  if (!route.responseBody) return json;
-  const field = route.rpc.output.fields.find((candidate) => candidate.name === route.responseBody);
-  return field ? json[field.jsonName] : json;
+function responseText(route: RestRoute, message: Message): Promise<string> {
+  return encodeResponseInChunks(route.rpc.output, message, route.responseBody);
 }
