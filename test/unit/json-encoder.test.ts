@@ -174,3 +174,21 @@ test("a route's response_body is that field of the response alone, null when uns
     }
   }
 });
+
+test("a deep-frozen message (a cached product) is written as before, and again the same after an equal unfrozen one changes", (t) => {
+  const freeze = (value: unknown): void => {
+    if (typeof value !== "object" || value === null || ArrayBuffer.isView(value)) return;
+    for (const child of Object.values(value)) freeze(child);
+    Object.freeze(value);
+  };
+  const frozen = new MessageFiller(3).message(ProductSchema);
+  const expected = reference(ProductSchema, frozen);
+  freeze(frozen);
+  t.is(encodeResponseText(ProductSchema, frozen), expected);
+  t.is(encodeResponseText(ProductSchema, frozen), expected);
+  const unfrozen = new MessageFiller(3).message(ProductSchema);
+  t.is(encodeResponseText(ProductSchema, unfrozen), expected);
+  (unfrozen as unknown as { name: string }).name = "changed";
+  t.not(encodeResponseText(ProductSchema, unfrozen), expected);
+  t.is(encodeResponseText(ProductSchema, frozen), expected);
+});

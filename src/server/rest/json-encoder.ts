@@ -41,6 +41,7 @@ const NEEDS_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/;
 const IMPLICIT = 2;
 
 const encoders = new WeakMap<DescMessage, MessageEncoder>();
+const frozenTexts = new WeakMap<object, string>();
 
 /**
  * The REST JSON text of a message, exactly `JSON.stringify(encodeResponse(schema, message))` in one pass:
@@ -69,14 +70,30 @@ function compileMessage(schema: DescMessage): MessageEncoder {
   const fields = schema.fields.map(compileField);
   if (fields.length === 0) return { fields, text: () => "{}" };
   const openers = fields.map((field, index) => (index === 0 ? "{" : ",") + field.key);
-  const text = (message: unknown): string => {
+  const write = (message: unknown): string => {
     let json = "";
     for (let index = 0; index < fields.length; index++) {
       json += openers[index] + fields[index].text(message as Message);
     }
     return `${json}}`;
   };
-  return { fields, text };
+  return {
+    fields,
+    text: (message) => (Object.isFrozen(message) ? frozenText(message as object, write) : write(message)),
+  };
+}
+
+/**
+ * A frozen message (a cached product is deep-frozen and shared by every answer) cannot change, so its text is
+ * written once and kept for as long as the message lives.
+ */
+function frozenText(message: object, write: Write): string {
+  let text = frozenTexts.get(message);
+  if (text === undefined) {
+    text = write(message);
+    frozenTexts.set(message, text);
+  }
+  return text;
 }
 
 function compileField(field: DescField): EncodedField {
