@@ -11,10 +11,12 @@ import { KeyStore } from "./auth/key-store.js";
 import { createTokenEndpoint, TOKEN_PATH } from "./auth/token-endpoint.js";
 import { CatalogRepository } from "./catalog/catalog-repository.js";
 import { catalogEntities } from "./catalog/entities.js";
+import { ProductCache } from "./catalog/product-cache.js";
 import { type Clock, systemClock } from "./platform/clock.js";
 import type { Config } from "./platform/config.js";
+import { connectAll } from "./platform/connect-all.js";
 import type { Coordinator } from "./platform/coordinator.js";
-import { createDataSource, migrate, pingDatabase } from "./platform/database.js";
+import { connectDatabase, createDataSource, migrate, pingDatabase } from "./platform/database.js";
 import { type InvalidationBus, MemoryInvalidationBus } from "./platform/invalidation-bus.js";
 import type { Logger } from "./platform/logger.js";
 import { MemoryCoordinator } from "./platform/memory-coordinator.js";
@@ -27,7 +29,7 @@ import { answerUnknownRpc, createRequestHandler } from "./server/request-handler
 import { checkJsonLimits } from "./server/request-limits.js";
 import { createRestHandler, type NodeResponse } from "./server/rest/rest-handler.js";
 import { RouteTable, routesFromAnnotations } from "./server/rest/route-table.js";
-import { createRpcHandler } from "./server/rpc-adapter.js";
+import { createRpcHandler, type RpcHandlerOptions } from "./server/rpc-adapter.js";
 import { ALL_SERVICES, implementServices, registerServices } from "./services.js";
 
 export interface App {
@@ -43,6 +45,8 @@ export interface App {
 
 export interface AppOptions {
   clock?: Clock;
+  /** Adjusts the RPC handler's options (tests: spy on its in-process invoker, or leave it out). */
+  rpc?: (options: RpcHandlerOptions) => RpcHandlerOptions;
 }
 
 export function openDatabase(config: Config): DataSource {
@@ -64,18 +68,19 @@ export async function connectCoordinator(config: Config, logger: Logger): Promis
 }
 
 /**
- * Connects the database and the coordinator first, then applies pending migrations, loads the keys and makes
- * sure a client exists; builds the handler. Nothing is created before every dependency answered: a first client
- * (whose secret exists only in the answer) is made last, after which nothing that can fail is left.
+ * Connects the database, the coordinator and the invalidation bus first (all at once: start-up waits for the
+ * slowest, not for their sum), then applies pending migrations, loads the keys and makes sure a client exists;
+ * builds the handler. Nothing is created before every dependency answered: a first client (whose secret exists
+ * only in the answer) is made last, after which nothing that can fail is left.
  */
 export async function createApp(config: Config, logger: Logger, options: AppOptions = {}): Promise<App> {
   const clock = options.clock ?? systemClock;
   const dataSource = openDatabase(config);
-  try {
-    await dataSource.initialize();
-  } catch (error) {
-    throw new Error(`DATABASE_URL is unreachable: ${(error as Error).message}`);
-  }
+  const [, coordinator, bus] = await connectAll<[DataSource, Coordinator, InvalidationBus]>([
+    { connect: () => connectDatabase(dataSource), close: (connected) => connected.destroy() },
+    { connect: () => connectCoordinator(config, logger), close: (connected) => connected.close() },
+    { connect: () => connectInvalidationBus(config, logger), close: (connected) => connected.close() },
+  ]);
   let clients: ClientStates | undefined;
   const identity = new IdentityRepository(dataSource, async (clientId) => {
     await clients?.changed(clientId).catch((error: Error) => {
@@ -83,18 +88,16 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
     });
   });
   const keys = new KeyStore(identity, clock, config.auth.keyEncryptionKey, config.auth.accessTokenTtlSeconds);
-  let coordinator: Coordinator | undefined;
-  let bus: InvalidationBus | undefined;
+  let products: ProductCache;
   try {
-    coordinator = await connectCoordinator(config, logger);
-    bus = await connectInvalidationBus(config, logger);
     clients = await ClientStates.create((clientId) => identity.findClient(clientId), bus, clock);
+    products = await ProductCache.create(bus, clock, logger);
     const applied = await migrate(dataSource);
     if (applied.length > 0) logger.info({ migrations: applied }, "applied database migrations");
     await keys.initialize();
   } catch (error) {
-    await bus?.close().catch(() => undefined);
-    await coordinator?.close().catch(() => undefined);
+    await bus.close().catch(() => undefined);
+    await coordinator.close().catch(() => undefined);
     await dataSource.destroy();
     throw error;
   }
@@ -102,23 +105,27 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
   const tokens = new AccessTokens(keys, clock, config.auth.issuer, config.auth.accessTokenTtlSeconds);
   const implementations = implementServices({
     repository: new CatalogRepository(dataSource),
+    products,
     identity,
     clock,
     newId: randomUUID,
   });
   const authOptions = { tokens, clients };
   const interceptors = [errorInterceptor(logger), authInterceptor(authOptions), limitsInterceptor()];
-  const rpc = createRpcHandler({
+  const invoke = createInProcessInvoker(implementations, interceptors);
+  const rpcOptions: RpcHandlerOptions = {
     logger,
     interceptors,
+    invoke,
     readMaxBytes: config.bodyLimitBytes,
     jsonOptions: { alwaysEmitImplicit: true, enumAsInteger: true, ignoreUnknownFields: true },
     routes: registerServices(implementations),
     fallback: (request, response) => answerUnknownRpc(request, response as NodeResponse),
-  });
+  };
+  const rpc = createRpcHandler(options.rpc?.(rpcOptions) ?? rpcOptions);
   const rest = createRestHandler({
     routes: new RouteTable(routesFromAnnotations(ALL_SERVICES)),
-    invoke: createInProcessInvoker(implementations, interceptors),
+    invoke,
     bodyLimitBytes: config.bodyLimitBytes,
     logger,
     authorize: createAuthorizer(authOptions),

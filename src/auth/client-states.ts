@@ -1,4 +1,5 @@
 import type { Clock } from "../platform/clock.js";
+import { InvalidatedCache } from "../platform/invalidated-cache.js";
 import type { InvalidationBus } from "../platform/invalidation-bus.js";
 import type { ClientRow } from "./entities.js";
 
@@ -19,14 +20,9 @@ export const CLIENT_STATE_MAX_AGE_MS = 30_000;
  * While the bus is not listening, nothing is cached.
  */
 export class ClientStates {
-  private readonly entries = new Map<string, { state: ClientState | null; loadedAtMs: number }>();
-  /** Bumped by every invalidation, so a load that raced one is not cached. */
-  private epoch = 0;
-
   private constructor(
     private readonly load: (clientId: string) => Promise<ClientState | null>,
-    private readonly bus: InvalidationBus,
-    private readonly clock: Clock,
+    private readonly cache: InvalidatedCache<ClientState | null>,
   ) {}
 
   static async create(
@@ -34,44 +30,22 @@ export class ClientStates {
     bus: InvalidationBus,
     clock: Clock,
   ): Promise<ClientStates> {
-    const states = new ClientStates(load, bus, clock);
-    await bus.subscribe(
-      CLIENT_CHANGED_CHANNEL,
-      (clientId) => states.forget(clientId),
-      () => states.forgetAll(),
-    );
-    return states;
+    const cache = await InvalidatedCache.create<ClientState | null>({
+      channel: CLIENT_CHANGED_CHANNEL,
+      bus,
+      clock,
+      capacity: CAPACITY,
+      maxAgeMs: CLIENT_STATE_MAX_AGE_MS,
+    });
+    return new ClientStates(load, cache);
   }
 
-  async get(clientId: string): Promise<ClientState | null> {
-    const now = this.clock.now().getTime();
-    const cached = this.entries.get(clientId);
-    if (cached && now - cached.loadedAtMs < CLIENT_STATE_MAX_AGE_MS && this.bus.listening) return cached.state;
-    const epoch = this.epoch;
-    const state = await this.load(clientId);
-    if (epoch === this.epoch && this.bus.listening) this.remember(clientId, state, now);
-    return state;
+  get(clientId: string): Promise<ClientState | null> {
+    return this.cache.get(clientId, () => this.load(clientId));
   }
 
   /** Tells every instance (this one included) that the client changed. */
-  async changed(clientId: string): Promise<void> {
-    this.forget(clientId);
-    await this.bus.publish(CLIENT_CHANGED_CHANNEL, clientId);
-  }
-
-  private remember(clientId: string, state: ClientState | null, now: number): void {
-    this.entries.delete(clientId);
-    this.entries.set(clientId, { state, loadedAtMs: now });
-    if (this.entries.size > CAPACITY) this.entries.delete(this.entries.keys().next().value as string);
-  }
-
-  private forget(clientId: string): void {
-    this.epoch++;
-    this.entries.delete(clientId);
-  }
-
-  private forgetAll(): void {
-    this.epoch++;
-    this.entries.clear();
+  changed(clientId: string): Promise<void> {
+    return this.cache.changed(clientId);
   }
 }

@@ -133,8 +133,9 @@ export class CatalogRepository {
     };
   }
 
+  /** One INSERT and no transaction: the unique indexes refuse a taken code or id. */
   async insertProduct(row: ProductRow): Promise<void> {
-    await writeSerially(this.dataSource, () => this.tables.products.insert(this.dataSource.manager, [row]));
+    await writeSerially(this.dataSource, () => this.tables.products.insertAlone(row));
   }
 
   /** Runs `work` in one transaction; its writes all land or none do. */

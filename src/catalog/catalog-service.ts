@@ -40,6 +40,7 @@ import {
   MAX_FEATURES_PER_PRODUCT,
 } from "./catalog-validation.js";
 import type { FeatureRow, MonitoredAssetRow, ProductRow } from "./entities.js";
+import type { ProductCache } from "./product-cache.js";
 import {
   balanceUsageText,
   durationText,
@@ -56,12 +57,14 @@ import { parseProductFilter, parseProductSort } from "./product-query.js";
 
 export interface CatalogDependencies {
   repository: CatalogRepository;
+  /** GetProduct's answers; every write that changes a product tells it once committed. */
+  products: ProductCache;
   clock: Clock;
   newId: () => string;
 }
 
 export function createCatalogService(deps: CatalogDependencies): ServiceImpl<typeof CatalogService> {
-  const { repository, clock, newId } = deps;
+  const { repository, products, clock, newId } = deps;
 
   return {
     async listProducts(request, context) {
@@ -81,9 +84,13 @@ export function createCatalogService(deps: CatalogDependencies): ServiceImpl<typ
 
     async getProduct(request, context) {
       const productId = requireUuid("productId", request.productId);
-      const tree = await repository.findProductTree(providerOf(context), productId);
-      if (!tree) throw notFound("product", productId);
-      return create(GetProductResponseSchema, { product: toProduct(tree.product, tree.features, tree.assets) });
+      const providerId = providerOf(context);
+      const product = await products.get(providerId, productId, async () => {
+        const tree = await repository.findProductTree(providerId, productId);
+        return tree && toProduct(tree.product, tree.features, tree.assets);
+      });
+      if (!product) throw notFound("product", productId);
+      return create(GetProductResponseSchema, { product });
     },
 
     async createProduct(request, context) {
@@ -165,18 +172,20 @@ export function createCatalogService(deps: CatalogDependencies): ServiceImpl<typ
           }),
         { productCode: request.productCode },
       );
+      await products.changed(providerId, [productId]);
       return create(UpdateProductResponseSchema, { product });
     },
 
     async importProducts(request, context) {
       validateImport(request.products);
       const providerId = providerOf(context);
-      const { stored, created, updated } = await importRetryingCreatedCodes(() =>
+      const { stored, created, replacedIds } = await importRetryingCreatedCodes(() =>
         repository.transaction((tx) => importAll(tx, providerId, request.products)),
       );
+      await products.changed(providerId, replacedIds);
       return create(ImportProductsResponseSchema, {
         createdCount: created,
-        updatedCount: updated,
+        updatedCount: replacedIds.length,
         products: stored,
       });
     },
@@ -186,10 +195,11 @@ export function createCatalogService(deps: CatalogDependencies): ServiceImpl<typ
       const violations = new Violations();
       checkFeature(violations, "", request);
       violations.throwIfAny();
+      const providerId = providerOf(context);
       const feature = await translateUniqueViolations(
         () =>
           repository.transaction(async (tx) => {
-            const product = await unlockedProduct(tx, providerOf(context), productId);
+            const product = await unlockedProduct(tx, providerId, productId);
             const { features, assets } = await tx.children(productId);
             requireOwnAsset(assets, request.meteredAssetId);
             const revived =
@@ -220,6 +230,7 @@ export function createCatalogService(deps: CatalogDependencies): ServiceImpl<typ
           }),
         { featureCode: request.featureCode },
       );
+      await products.changed(providerId, [productId]);
       return create(AddFeatureResponseSchema, { feature });
     },
 
@@ -229,10 +240,11 @@ export function createCatalogService(deps: CatalogDependencies): ServiceImpl<typ
       const violations = new Violations();
       checkFeature(violations, "", request);
       violations.throwIfAny();
+      const providerId = providerOf(context);
       const feature = await translateUniqueViolations(
         () =>
           repository.transaction(async (tx) => {
-            const product = await unlockedProduct(tx, providerOf(context), productId);
+            const product = await unlockedProduct(tx, providerId, productId);
             const { features } = await tx.children(productId);
             const current = features.find((candidate) => candidate.id === featureId && !candidate.isDeleted);
             if (!current) throw notFound("feature", featureId);
@@ -263,16 +275,18 @@ export function createCatalogService(deps: CatalogDependencies): ServiceImpl<typ
           }),
         { featureCode: request.featureCode },
       );
+      await products.changed(providerId, [productId]);
       return create(UpdateFeatureResponseSchema, { feature });
     },
 
     async addMonitoredResource(request, context) {
       const productId = requireUuid("productId", request.productId);
       const asset = requireAsset(request.monitoredAsset);
+      const providerId = providerOf(context);
       const stored = await translateUniqueViolations(
         () =>
           repository.transaction(async (tx) => {
-            const product = await unlockedProduct(tx, providerOf(context), productId);
+            const product = await unlockedProduct(tx, providerId, productId);
             const { assets } = await tx.children(productId);
             requireRoom("monitoredAsset", assets.length + 1, MAX_ASSETS_PER_PRODUCT, "monitored assets");
             const row = assetRow(asset, productId);
@@ -282,16 +296,18 @@ export function createCatalogService(deps: CatalogDependencies): ServiceImpl<typ
           }),
         { metricName: asset.metricName },
       );
+      await products.changed(providerId, [productId]);
       return create(AddMonitoredResourceResponseSchema, { monitoredAsset: stored });
     },
 
     async updateMonitoredResource(request, context) {
       const productId = requireUuid("productId", request.productId);
       const asset = requireAsset(request.monitoredAsset);
+      const providerId = providerOf(context);
       const stored = await translateUniqueViolations(
         () =>
           repository.transaction(async (tx) => {
-            const product = await unlockedProduct(tx, providerOf(context), productId);
+            const product = await unlockedProduct(tx, providerId, productId);
             const { assets } = await tx.children(productId);
             const current = asset.id
               ? assets.find((candidate) => candidate.id === asset.id.toLowerCase())
@@ -305,6 +321,7 @@ export function createCatalogService(deps: CatalogDependencies): ServiceImpl<typ
           }),
         { metricName: asset.metricName },
       );
+      await products.changed(providerId, [productId]);
       return create(UpdateMonitoredResourceResponseSchema, { monitoredAsset: stored });
     },
   };
@@ -448,7 +465,11 @@ export function createCatalogService(deps: CatalogDependencies): ServiceImpl<typ
       stored.push(toProduct(row, features, assets));
     }
     await tx.apply(writes);
-    return { stored, created: writes.insertProducts.length, updated: writes.updateProducts.length };
+    return {
+      stored,
+      created: writes.insertProducts.length,
+      replacedIds: writes.updateProducts.map((row) => row.id),
+    };
   }
 
   /** Plans an imported product's assets, matched by id or else by metricName; answers the assets afterwards. */

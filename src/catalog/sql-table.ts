@@ -1,5 +1,6 @@
 import type { DataSource, EntityManager, EntitySchema } from "typeorm";
 import type { ColumnMetadata } from "typeorm/metadata/ColumnMetadata.js";
+import { runStandalone } from "../platform/standalone-statement.js";
 
 /** Rows per multi-row INSERT: well under every driver's limit of bound parameters. */
 const INSERT_CHUNK = 100;
@@ -57,6 +58,11 @@ export class SqlTable<Row extends { id: string }> {
       );
       await between();
     }
+  }
+
+  /** Inserts one row by itself, outside any transaction: one statement, prepared on MySQL. */
+  async insertAlone(row: Row): Promise<void> {
+    await runStandalone(this.dataSource, this.insertSqlFor(1), this.values(row, this.columns));
   }
 
   async update(manager: EntityManager, row: Row): Promise<void> {

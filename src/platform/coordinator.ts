@@ -1,4 +1,5 @@
-import { type RateLimiterAbstract, RateLimiterRes } from "rate-limiter-flexible";
+import type { RateLimiterAbstract } from "rate-limiter-flexible";
+import RateLimiterRes from "rate-limiter-flexible/lib/RateLimiterRes.js";
 
 /**
  * What must be atomic and fast across instances: seat leases, metering counters, rate limits and short

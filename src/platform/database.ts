@@ -55,6 +55,15 @@ interface SqliteConnection {
   function(name: string, options: { deterministic: boolean }, implementation: (value: unknown) => unknown): unknown;
 }
 
+/** Initializes `dataSource` (TypeORM metadata, then a first connection); fails naming DATABASE_URL. */
+export async function connectDatabase(dataSource: DataSource): Promise<DataSource> {
+  try {
+    return await dataSource.initialize();
+  } catch (error) {
+    throw new Error(`DATABASE_URL is unreachable: ${(error as Error).message}`);
+  }
+}
+
 export function dialectOf(dataSource: DataSource): Dialect {
   return dataSource.options.type === "mysql" ? "mysql" : "sqlite";
 }

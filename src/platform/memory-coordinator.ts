@@ -1,4 +1,4 @@
-import { RateLimiterMemory } from "rate-limiter-flexible";
+import RateLimiterMemory from "rate-limiter-flexible/lib/RateLimiterMemory.js";
 import { type Coordinator, limiterRegistry, type RateLimiter, type RateLimitOptions } from "./coordinator.js";
 
 /** The coordinator of one embedded instance: everything in this process's memory. */

@@ -1,4 +1,5 @@
-import { RateLimiterRedis, RLWrapperTimeouts } from "rate-limiter-flexible";
+import RateLimiterRedis from "rate-limiter-flexible/lib/RateLimiterRedis.js";
+import RLWrapperTimeouts from "rate-limiter-flexible/lib/RLWrapperTimeouts.js";
 import type { RedisClientType } from "redis";
 import { type Coordinator, limiterRegistry, type RateLimiter, type RateLimitOptions } from "./coordinator.js";
 import type { Logger } from "./logger.js";

@@ -1,4 +1,5 @@
 import type { RedisClientType } from "redis";
+import { type Connecting, connectAll } from "./connect-all.js";
 import type { InvalidationBus } from "./invalidation-bus.js";
 import type { Logger } from "./logger.js";
 import { connectRedis, withinDeadline } from "./redis-connection.js";
@@ -33,14 +34,14 @@ export class RedisInvalidationBus implements InvalidationBus {
     }, RESUBSCRIBE_SETTLE_MS).unref();
   }
 
+  /** Connects both at once; when either fails, the other is closed. */
   static async connect(url: string, logger: Logger): Promise<RedisInvalidationBus> {
-    const publisher = await connectRedis(url, logger, "bus publisher");
-    try {
-      return new RedisInvalidationBus(publisher, await connectRedis(url, logger, "bus subscriber"));
-    } catch (error) {
-      await publisher.close();
-      throw error;
-    }
+    const client = (role: string): Connecting<RedisClientType> => ({
+      connect: () => connectRedis(url, logger, role),
+      close: (connected) => connected.close(),
+    });
+    const [publisher, subscriber] = await connectAll([client("bus publisher"), client("bus subscriber")]);
+    return new RedisInvalidationBus(publisher, subscriber);
   }
 
   get listening(): boolean {

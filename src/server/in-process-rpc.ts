@@ -1,6 +1,7 @@
 import { create, type DescMessage, type DescMethod, type DescService, type Message } from "@bufbuild/protobuf";
 import {
   type ContextValues,
+  createContextKey,
   createServiceImplSpec,
   type HandlerContext,
   type Interceptor,
@@ -21,7 +22,7 @@ export function implementation<T extends DescService>(
   return [service, impl];
 }
 
-/** One call made in process, as the REST layer makes it. */
+/** One call made in process, as the REST layer and the RPC fast path make it. */
 export interface InProcessCall {
   message: Message;
   header: Headers;
@@ -30,7 +31,22 @@ export interface InProcessCall {
   signal: () => AbortSignal;
   requestMethod: string;
   url: string;
+  /** What the implementation's context names the protocol: "rest" unless set ("connect", "grpc"). */
+  protocolName?: string;
+  /** The time left for the call, as the client's deadline header gave it. */
+  timeoutMs?: () => number | undefined;
+  /** Receives the response headers and trailers the implementation or an interceptor set, if any. */
+  response?: ResponseMetadata;
 }
+
+/** Response headers and trailers of one call; each is created only when something sets one. */
+export interface ResponseMetadata {
+  header?: Headers;
+  trailer?: Headers;
+}
+
+/** The call behind a request, for the context its implementation gets: interceptors pass requests on as they like. */
+const inProcessCallKey = createContextKey<InProcessCall | undefined>(undefined, { description: "in-process call" });
 
 type UnaryNext = (request: UnaryRequest) => Promise<UnaryResponse>;
 
@@ -49,6 +65,7 @@ export function createInProcessInvoker(services: ServiceImplementation[], interc
   return async function invoke(method: DescMethod, call: InProcessCall): Promise<Message> {
     const next = chains.get(method);
     if (!next) throw new Error(`${method.parent.typeName}.${method.name} is not a registered unary method`);
+    call.contextValues.set(inProcessCallKey, call);
     const response = await next(requestOf(method, call));
     return response.message;
   };
@@ -58,7 +75,7 @@ function chainOf(spec: MethodImplSpec, interceptors: Interceptor[]): UnaryNext {
   const { method } = spec;
   const impl = spec.impl as (input: Message, context: HandlerContext) => Promise<Message>;
   const call: UnaryNext = async (request) => {
-    const context = contextOf(request);
+    const context = contextOf(request, request.contextValues.get(inProcessCallKey));
     const output = await impl(request.message, context);
     return {
       stream: false,
@@ -92,28 +109,27 @@ function requestOf(method: DescMethod, call: InProcessCall): UnaryRequest {
   };
 }
 
-function contextOf(request: UnaryRequest): HandlerContext {
-  let responseHeader: Headers | undefined;
-  let responseTrailer: Headers | undefined;
+function contextOf(request: UnaryRequest, call: InProcessCall | undefined): HandlerContext {
+  const response: ResponseMetadata = call?.response ?? {};
   return {
     method: request.method,
     service: request.service,
     requestMethod: request.requestMethod,
     requestHeader: request.header,
-    protocolName: "rest",
+    protocolName: call?.protocolName ?? "rest",
     url: request.url,
     values: request.contextValues,
-    timeoutMs: () => undefined,
+    timeoutMs: call?.timeoutMs ?? (() => undefined),
     get signal() {
       return request.signal;
     },
     get responseHeader() {
-      responseHeader ??= new Headers();
-      return responseHeader;
+      response.header ??= new Headers();
+      return response.header;
     },
     get responseTrailer() {
-      responseTrailer ??= new Headers();
-      return responseTrailer;
+      response.trailer ??= new Headers();
+      return response.trailer;
     },
   };
 }

@@ -5,7 +5,7 @@ import {
   type ConnectRouterOptions,
   createConnectRouter,
 } from "@connectrpc/connect";
-import type { UniversalHandler } from "@connectrpc/connect/protocol";
+import { type UniversalHandler, validateUniversalHandlerOptions } from "@connectrpc/connect/protocol";
 import {
   compressionBrotli,
   compressionGzip,
@@ -13,26 +13,47 @@ import {
   universalResponseToNodeResponse,
 } from "@connectrpc/connect-node";
 import type { Logger } from "../platform/logger.js";
+import { connectUnary } from "./connect-unary.js";
+import { grpcUnary } from "./grpc-unary.js";
 import type { NodeRequest, NodeResponse } from "./rest/rest-handler.js";
 import { answeringClientMistakes } from "./rpc-client-mistakes.js";
+import { createFastPath, type HandOver, type InProcessInvoker } from "./rpc-fast-path.js";
+import type { UnaryProtocol } from "./rpc-fast-protocol.js";
 
 export interface RpcHandlerOptions extends ConnectRouterOptions {
   routes: (router: ConnectRouter) => void;
   /** Answers paths that name no procedure. */
   fallback: (request: NodeRequest, response: NodeResponse) => void;
   logger: Logger;
+  /**
+   * Calls unary implementations in process, through the same interceptors (see in-process-rpc.ts): the common
+   * Connect and gRPC unary call is then answered without connect-node's handler pipeline. Without it, every
+   * call goes through connect-node.
+   */
+  invoke?: InProcessInvoker;
 }
 
 /**
  * Connect, gRPC and gRPC-Web for Node's HTTP servers: connect-node's adapter, with each procedure's handler
- * wrapped so that client mistakes are never `internal` and every error has a body.
+ * wrapped so that client mistakes are never `internal` and every error has a body; the common unary call is
+ * answered by the fast path (rpc-fast-path.ts) in the same words.
  */
 export function createRpcHandler(options: RpcHandlerOptions): (request: NodeRequest, response: NodeResponse) => void {
-  const router = createConnectRouter({ acceptCompression: [compressionGzip, compressionBrotli], ...options });
+  const routerOptions = { acceptCompression: [compressionGzip, compressionBrotli], ...options };
+  const router = createConnectRouter(routerOptions);
   options.routes(router);
   const handlers = new Map<string, UniversalHandler>(
     router.handlers.map((handler) => [handler.requestPath, answeringClientMistakes(handler)]),
   );
+  const serveFast = options.invoke
+    ? createFastPath({
+        invoke: options.invoke,
+        settings: validateUniversalHandlerOptions(routerOptions),
+        protocols: fastProtocols(options),
+        logger: options.logger,
+      })
+    : undefined;
+
   return (request, response) => {
     const target = request.url ?? "";
     const query = target.indexOf("?");
@@ -41,7 +62,18 @@ export function createRpcHandler(options: RpcHandlerOptions): (request: NodeRequ
       options.fallback(request, response);
       return;
     }
-    handler(universalRequestFromNodeRequest(request, response, undefined, undefined))
+    const handOver: HandOver = (body) => serveWithConnect(handler, request, response, body);
+    if (!serveFast?.(request, response, handler.method, handOver)) handOver();
+  };
+
+  function serveWithConnect(
+    handler: UniversalHandler,
+    request: NodeRequest,
+    response: NodeResponse,
+    body?: AsyncIterable<Uint8Array>,
+  ): void {
+    const universal = universalRequestFromNodeRequest(request, response, undefined, undefined);
+    handler(body ? { ...universal, body } : universal)
       .then((answer) => universalResponseToNodeResponse(answer, response))
       .catch((reason: unknown) => {
         if (ConnectError.from(reason).code === Code.Aborted) return;
@@ -50,5 +82,13 @@ export function createRpcHandler(options: RpcHandlerOptions): (request: NodeRequ
           "RPC handler failed",
         );
       });
-  };
+  }
+}
+
+/** The protocols the router serves that the fast path knows (gRPC-Web it leaves to connect-node). */
+function fastProtocols(options: ConnectRouterOptions): UnaryProtocol[] {
+  const protocols: UnaryProtocol[] = [];
+  if (options.grpc !== false) protocols.push(grpcUnary);
+  if (options.connect !== false) protocols.push(connectUnary);
+  return protocols;
 }

@@ -2,6 +2,8 @@ import net from "node:net";
 
 export interface TcpProxy {
   port: number;
+  /** How many connections to it are open. */
+  openConnections(): number;
   /** Stops accepting and cuts every proxied connection, as if the upstream went away. */
   close(): Promise<void>;
 }
@@ -9,6 +11,7 @@ export interface TcpProxy {
 /** A TCP proxy on an ephemeral port of 127.0.0.1 that pipes each connection to `target`. */
 export async function startTcpProxy(target: { host: string; port: number }): Promise<TcpProxy> {
   const sockets = new Set<net.Socket>();
+  const clients = new Set<net.Socket>();
   const track = (socket: net.Socket) => {
     sockets.add(socket);
     socket.once("close", () => sockets.delete(socket));
@@ -18,6 +21,8 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
     const upstream = net.connect(target.port, target.host);
     track(client);
     track(upstream);
+    clients.add(client);
+    client.once("close", () => clients.delete(client));
     client.once("close", () => upstream.destroy());
     upstream.once("close", () => client.destroy());
     client.pipe(upstream);
@@ -29,6 +34,7 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
   });
   return {
     port: (server.address() as net.AddressInfo).port,
+    openConnections: () => clients.size,
     async close() {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       for (const socket of sockets) socket.destroy();

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { Writable } from "node:stream";
 import mysql from "mysql2/promise";
-import { type App, createApp } from "../../src/app.js";
+import { type App, type AppOptions, createApp } from "../../src/app.js";
 import type { Clock } from "../../src/platform/clock.js";
 import { loadConfig } from "../../src/platform/config.js";
 import { createLogger } from "../../src/platform/logger.js";
@@ -36,6 +36,8 @@ export interface TestServerOptions {
   tls?: { certFile: string; keyFile: string };
   /** Shorter HTTP/1.1 header and request timeouts than Node's, for tests of them. */
   httpTimeouts?: ListenOptions["timeouts"];
+  /** Adjusts the RPC handler's options (see AppOptions). */
+  rpc?: AppOptions["rpc"];
 }
 
 /** A throwaway MySQL database for one test file; dropped by the returned function. */
@@ -85,7 +87,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   const logger = createLogger(config.logLevel, sink);
   let app: App;
   try {
-    app = await createApp(config, logger, { clock: options.clock });
+    app = await createApp(config, logger, { clock: options.clock, rpc: options.rpc });
   } catch (error) {
     await database?.drop();
     throw error;

@@ -1,0 +1,97 @@
+import type { Clock } from "./clock.js";
+import type { InvalidationBus } from "./invalidation-bus.js";
+
+export interface InvalidatedCacheOptions<V> {
+  /** The bus channel on which a message is the key of an entry to drop. */
+  channel: string;
+  bus: InvalidationBus;
+  clock: Clock;
+  /** Entries kept at most; the least recently used goes first. */
+  capacity: number;
+  /** With `weigh`: the most the kept values may weigh in all (a value heavier alone is not kept). */
+  maxWeight?: number;
+  weigh?: (value: V) => number;
+  /** A bound on staleness should an invalidation never arrive (published while Redis was down, say). */
+  maxAgeMs: number;
+  /** Whether a loaded value may be kept; every value when absent. */
+  keeps?: (value: V) => boolean;
+}
+
+/**
+ * Values loaded on a miss and kept in this instance until their key's change is published on the invalidation
+ * bus, by any instance. The bus can miss messages, so: nothing is kept while it is not listening, everything is
+ * dropped when it resets, a load that raced an invalidation is not kept (an epoch counts invalidations), and
+ * no entry is served past its maximum age.
+ */
+export class InvalidatedCache<V> {
+  private readonly entries = new Map<string, { value: V; loadedAtMs: number; weight: number }>();
+  private weight = 0;
+  private epoch = 0;
+
+  private constructor(private readonly options: InvalidatedCacheOptions<V>) {}
+
+  static async create<V>(options: InvalidatedCacheOptions<V>): Promise<InvalidatedCache<V>> {
+    const cache = new InvalidatedCache(options);
+    await options.bus.subscribe(
+      options.channel,
+      (key) => cache.forget(key),
+      () => cache.forgetAll(),
+    );
+    return cache;
+  }
+
+  get size(): number {
+    return this.entries.size;
+  }
+
+  /** The value kept for `key`, else what `load` answers (kept when the rules allow). */
+  async get(key: string, load: () => Promise<V>): Promise<V> {
+    const { bus, maxAgeMs, keeps } = this.options;
+    const now = this.options.clock.now().getTime();
+    const cached = this.entries.get(key);
+    if (cached && now - cached.loadedAtMs < maxAgeMs && bus.listening) {
+      this.entries.delete(key);
+      this.entries.set(key, cached);
+      return cached.value;
+    }
+    const epoch = this.epoch;
+    const value = await load();
+    if (epoch === this.epoch && bus.listening && (keeps?.(value) ?? true)) this.remember(key, value, now);
+    return value;
+  }
+
+  /** Tells every instance (this one included) that the values of `keys` changed. */
+  async changed(...keys: string[]): Promise<void> {
+    for (const key of keys) this.forget(key);
+    await Promise.all(keys.map((key) => this.options.bus.publish(this.options.channel, key)));
+  }
+
+  private remember(key: string, value: V, now: number): void {
+    const { capacity, maxWeight = Number.POSITIVE_INFINITY, weigh } = this.options;
+    const weight = weigh?.(value) ?? 1;
+    this.drop(key);
+    if (weight > maxWeight) return;
+    this.entries.set(key, { value, loadedAtMs: now, weight });
+    this.weight += weight;
+    while (this.entries.size > capacity || this.weight > maxWeight)
+      this.drop(this.entries.keys().next().value as string);
+  }
+
+  private forget(key: string): void {
+    this.epoch++;
+    this.drop(key);
+  }
+
+  private forgetAll(): void {
+    this.epoch++;
+    this.entries.clear();
+    this.weight = 0;
+  }
+
+  private drop(key: string): void {
+    const entry = this.entries.get(key);
+    if (!entry) return;
+    this.entries.delete(key);
+    this.weight -= entry.weight;
+  }
+}

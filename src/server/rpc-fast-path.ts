@@ -1,0 +1,167 @@
+import type { DescMessage, DescMethod, Message } from "@bufbuild/protobuf";
+import { Code, ConnectError, createContextValues } from "@connectrpc/connect";
+import { createMethodSerializationLookup, type MethodSerializationLookup } from "@connectrpc/connect/protocol";
+import type { Logger } from "../platform/logger.js";
+import type { InProcessCall, ResponseMetadata } from "./in-process-rpc.js";
+import { incomingHeaders } from "./rest/incoming-headers.js";
+import type { NodeRequest, NodeResponse } from "./rest/rest-handler.js";
+import { readBody, replayBody } from "./rpc-body.js";
+import { type FastPathSettings, type Negotiated, responseGone, type UnaryProtocol } from "./rpc-fast-protocol.js";
+
+type Serialization = MethodSerializationLookup<DescMessage, DescMessage>;
+
+export type InProcessInvoker = (method: DescMethod, call: InProcessCall) => Promise<Message>;
+
+/** Hands a request to connect-node, with the body as read so far when the fast path read some of it. */
+export type HandOver = (body?: AsyncIterable<Uint8Array>) => void;
+
+export interface FastPathOptions {
+  invoke: InProcessInvoker;
+  settings: FastPathSettings;
+  protocols: UnaryProtocol[];
+  logger: Logger;
+}
+
+/**
+ * Answers the common unary call (Connect or gRPC, uncompressed, one message) itself: reads the body, decodes
+ * it, calls the implementation in process through the interceptors and writes the answer, with none of
+ * connect-node's per-call async iterables. Anything else, and any body that is not one well-formed message, goes
+ * to connect-node, which answers it (and its mistakes) as it always has.
+ */
+export function createFastPath(options: FastPathOptions) {
+  const { settings, protocols } = options;
+  const serializations = new Map<DescMethod, Serialization>();
+  const serializationOf = (method: DescMethod) => {
+    let serialization = serializations.get(method);
+    if (!serialization) {
+      serialization = createMethodSerializationLookup(method, settings.binaryOptions, settings.jsonOptions, settings);
+      serializations.set(method, serialization);
+    }
+    return serialization;
+  };
+
+  /** True when the fast path took the request; false leaves it untouched for connect-node. */
+  return function serve(request: NodeRequest, response: NodeResponse, method: DescMethod, handOver: HandOver) {
+    if (method.methodKind !== "unary") return false;
+    let protocol: UnaryProtocol | undefined;
+    let negotiated: Negotiated | undefined;
+    for (protocol of protocols) {
+      negotiated = protocol.negotiate(request, settings);
+      if (negotiated) break;
+    }
+    if (!protocol || !negotiated) return false;
+    const declared = declaredLength(request);
+    // connect-node refuses a body declared too long before reading it.
+    if (declared !== undefined && declared > settings.readMaxBytes) return false;
+    const call = { request, response, method, protocol, negotiated, declared, handOver };
+    answer(call).catch((reason: unknown) => {
+      if (responseGone(response) || ConnectError.from(reason).code === Code.Aborted) return;
+      options.logger.error(
+        { err: reason, requestId: request.headers["x-request-id"], procedure: method.name },
+        "RPC handler failed",
+      );
+    });
+    return true;
+  };
+
+  async function answer(call: FastCall): Promise<void> {
+    const { request, response, method, protocol, negotiated } = call;
+    const body = await readBody(request, settings.readMaxBytes);
+    if (!body) return;
+    const serialization = serializationOf(method);
+    const bytes = body.complete && (call.declared ?? body.bytes.length) === body.bytes.length ? body.bytes : undefined;
+    const input = bytes && parse(serialization, negotiated.binary, protocol.messageOf(bytes));
+    if (!input) {
+      call.handOver(replayBody(body, request));
+      return;
+    }
+    const metadata: ResponseMetadata = {};
+    let output: Uint8Array;
+    try {
+      const message = await options.invoke(method, callOf(call, input, metadata));
+      output = serialization.getO(negotiated.binary).serialize(message);
+    } catch (reason) {
+      const error =
+        reason instanceof ConnectError
+          ? reason
+          : new ConnectError("internal error", Code.Internal, undefined, undefined, reason);
+      await protocol.answerError(response, negotiated, error, metadata, settings);
+      return;
+    }
+    await protocol.answer(response, negotiated, output, metadata, settings);
+  }
+}
+
+interface FastCall {
+  request: NodeRequest;
+  response: NodeResponse;
+  method: DescMethod;
+  protocol: UnaryProtocol;
+  negotiated: Negotiated;
+  declared: number | undefined;
+  handOver: HandOver;
+}
+
+/** The request message; undefined when it does not parse (connect-node then answers the same bytes). */
+function parse(serialization: Serialization, binary: boolean, data: Uint8Array | undefined): Message | undefined {
+  if (!data) return undefined;
+  try {
+    return serialization.getI(binary).parse(data) as Message;
+  } catch {
+    return undefined;
+  }
+}
+
+function callOf(call: FastCall, message: Message, metadata: ResponseMetadata): InProcessCall {
+  const { request, response, protocol, negotiated } = call;
+  const deadline = negotiated.timeoutMs === undefined ? undefined : Date.now() + negotiated.timeoutMs;
+  return {
+    message,
+    header: incomingHeaders(request.headers),
+    contextValues: createContextValues(),
+    signal: () => callSignal(response, deadline),
+    requestMethod: "POST",
+    url: urlOf(request),
+    protocolName: protocol.name,
+    timeoutMs: deadline === undefined ? undefined : () => deadline - Date.now(),
+    response: metadata,
+  };
+}
+
+/** The request's Content-Length as connect-node reads it; undefined when absent or not a length. */
+function declaredLength(request: NodeRequest): number | undefined {
+  const value = request.headers["content-length"];
+  if (value === undefined) return undefined;
+  const length = Number.parseInt(value, 10);
+  return Number.isSafeInteger(length) && length >= 0 ? length : undefined;
+}
+
+function urlOf(request: NodeRequest): string {
+  const scheme = "encrypted" in request.socket && request.socket.encrypted ? "https" : "http";
+  const authority = "authority" in request ? request.authority : request.headers.host;
+  return `${scheme}://${authority}${request.url}`;
+}
+
+/**
+ * Aborts when the response closes (sent, or the client went away) or, as connect-node's does, with
+ * `deadline_exceeded` when the client's deadline passes. Made only when the implementation asks for it.
+ */
+function callSignal(response: NodeResponse, deadline: number | undefined): AbortSignal {
+  const controller = new AbortController();
+  if (responseGone(response) || response.writableFinished) {
+    controller.abort();
+    return controller.signal;
+  }
+  let timer: NodeJS.Timeout | undefined;
+  if (deadline !== undefined) {
+    const expire = () => controller.abort(new ConnectError("the operation timed out", Code.DeadlineExceeded));
+    const left = deadline - Date.now();
+    if (left <= 0) expire();
+    else timer = setTimeout(expire, left);
+  }
+  response.once("close", () => {
+    clearTimeout(timer);
+    controller.abort();
+  });
+  return controller.signal;
+}

@@ -1,0 +1,67 @@
+import type { OutgoingHttpHeaders } from "node:http";
+import type { ConnectError } from "@connectrpc/connect";
+import type { Compression, UniversalHandlerOptions } from "@connectrpc/connect/protocol";
+import type { ResponseMetadata } from "./in-process-rpc.js";
+import type { NodeRequest, NodeResponse } from "./rest/rest-handler.js";
+
+/** connect-node's handler options (with its defaults filled in), which the fast path answers by. */
+export type FastPathSettings = UniversalHandlerOptions;
+
+/** What one request asked for, as connect-node would read it. */
+export interface Negotiated {
+  /** Binary protobuf; JSON otherwise. */
+  binary: boolean;
+  /** The client's deadline, in milliseconds from now. */
+  timeoutMs?: number;
+  /** How the response is compressed, when the client accepts a compression connect-node offers. */
+  compression: Compression | null;
+}
+
+/** One protocol's unary calls, answered the way connect-node answers them. */
+export interface UnaryProtocol {
+  name: "connect" | "grpc";
+  /**
+   * The request's terms when it is a call the fast path answers byte for byte as connect-node would; undefined
+   * for anything else (another protocol, compression, a header connect-node would refuse...).
+   */
+  negotiate(request: NodeRequest, settings: FastPathSettings): Negotiated | undefined;
+  /** The message a body carries; undefined unless it is exactly one uncompressed message. */
+  messageOf(body: Buffer): Uint8Array | undefined;
+  answer(
+    response: NodeResponse,
+    negotiated: Negotiated,
+    output: Uint8Array,
+    metadata: ResponseMetadata,
+    settings: FastPathSettings,
+  ): Promise<void>;
+  answerError(
+    response: NodeResponse,
+    negotiated: Negotiated,
+    error: ConnectError,
+    metadata: ResponseMetadata,
+    settings: FastPathSettings,
+  ): Promise<void>;
+}
+
+/** A request header as one string (Node gives repeated ones as arrays, save a few it keeps once), or null. */
+export function headerOf(request: NodeRequest, name: string): string | null {
+  const value = request.headers[name];
+  if (value === undefined) return null;
+  return Array.isArray(value) ? value.join(", ") : value;
+}
+
+/** Adds `headers` to Node's outgoing headers as connect-node does (a repeated name becomes an array). */
+export function addHeaders(target: OutgoingHttpHeaders, headers: Headers | undefined, prefix = ""): void {
+  headers?.forEach((value, name) => {
+    const key = prefix + name;
+    const existing = target[key];
+    if (existing === undefined) target[key] = value;
+    else if (Array.isArray(existing)) existing.push(value);
+    else target[key] = [String(existing), value];
+  });
+}
+
+/** Whether the response can no longer be sent: the client closed the connection or reset the stream. */
+export function responseGone(response: NodeResponse): boolean {
+  return "stream" in response ? response.stream.destroyed : response.destroyed;
+}
