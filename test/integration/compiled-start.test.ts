@@ -64,10 +64,10 @@ test("npm start execs node on the compiled service, without the TypeScript loade
   await child.waitForLog((record) => record.msg === "provision is listening");
 
   const service = commandLinesOfGroup(child.child.pid ?? -1).filter((args) =>
-    args.some((arg) => arg.endsWith("main.js") || arg.endsWith("main.ts")),
+    args.some((arg) => arg.endsWith("provision.js") || arg.endsWith("main.ts")),
   );
   t.is(service.length, 1, JSON.stringify(service));
-  t.deepEqual(service[0].slice(1), ["dist/src/main.js"]);
+  t.deepEqual(service[0].slice(1), ["dist/provision.js"]);
   t.false(
     service[0].some((arg) => arg.includes("tsx")),
     "no tsx loader",

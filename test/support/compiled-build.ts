@@ -5,8 +5,8 @@ import { fileURLToPath } from "node:url";
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 const DIST = path.join(ROOT, "dist");
-/** What `npm start` runs. */
-export const COMPILED_MAIN = path.join(DIST, "src", "main.js");
+/** What `npm start` runs: tsc's output bundled into one file (scripts/bundle.mjs). */
+export const COMPILED_MAIN = path.join(DIST, "provision.js");
 const SOURCES = ["src", "gen"];
 const CONFIGS = ["tsconfig.json", "tsconfig.build.json"];
 /** Written after each build; its mtime is when that build started. */
@@ -36,10 +36,16 @@ export function ensureCompiled(): void {
 function build(): void {
   const started = new Date();
   const tsc = path.join(ROOT, "node_modules", "typescript", "bin", "tsc");
-  const result = spawnSync(process.execPath, [tsc, "-p", "tsconfig.build.json"], { cwd: ROOT, encoding: "utf8" });
+  fs.rmSync(COMPILED_MAIN, { force: true });
+  const compiled = spawnSync(process.execPath, [tsc, "-p", "tsconfig.build.json"], { cwd: ROOT, encoding: "utf8" });
   // Type errors still emit JavaScript (`npm run typecheck` is where they fail); a missing entry point does not.
+  const bundled = spawnSync(process.execPath, [path.join(ROOT, "scripts", "bundle.mjs")], {
+    cwd: ROOT,
+    encoding: "utf8",
+  });
   if (!fs.existsSync(COMPILED_MAIN)) {
-    throw new Error(`the build produced no ${COMPILED_MAIN}: ${result.stdout}${result.stderr}`);
+    const output = [compiled, bundled].map((result) => `${result.stdout}${result.stderr}`).join("");
+    throw new Error(`the build produced no ${COMPILED_MAIN}: ${output}`);
   }
   // Stamped with the start: a source saved while tsc ran is newer than the stamp, so the next check rebuilds.
   fs.writeFileSync(BUILD_STAMP, started.toISOString());

@@ -47,7 +47,7 @@ export interface ProvisionProcess {
 }
 
 /**
- * Runs the compiled service with only `env` as its configuration: as `npm start` does (`node dist/src/main.js`,
+ * Runs the compiled service with only `env` as its configuration: as `npm start` does (`node dist/provision.js`,
  * built first if a source changed since the last build), or through `npm start` itself when `throughNpm` is set.
  */
 export function spawnProvision(env: Record<string, string>, { throughNpm = false } = {}): ProvisionProcess {
