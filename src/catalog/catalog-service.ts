@@ -6,6 +6,7 @@ import {
   type CatalogService,
   CreateProductResponseSchema,
   type Feature,
+  type GetProductResponse,
   GetProductResponseSchema,
   ImportProductsResponseSchema,
   ListProductsResponseSchema,
@@ -63,6 +64,23 @@ export interface CatalogDependencies {
   newId: () => string;
 }
 
+const productResponses = new WeakMap<Product, GetProductResponse>();
+
+/**
+ * GetProduct's answer. For a cached product (deep-frozen, shared) it is one frozen answer for as long as the
+ * product is cached, so the protocols can write it once (a frozen message's encoding is kept) and send the same
+ * bytes again.
+ */
+function productResponse(product: Product): GetProductResponse {
+  if (!Object.isFrozen(product)) return create(GetProductResponseSchema, { product });
+  let response = productResponses.get(product);
+  if (!response) {
+    response = Object.freeze(create(GetProductResponseSchema, { product }));
+    productResponses.set(product, response);
+  }
+  return response;
+}
+
 export function createCatalogService(deps: CatalogDependencies): ServiceImpl<typeof CatalogService> {
   const { repository, products, clock, newId } = deps;
 
@@ -90,7 +108,7 @@ export function createCatalogService(deps: CatalogDependencies): ServiceImpl<typ
         return tree && toProduct(tree.product, tree.features, tree.assets);
       });
       if (!product) throw notFound("product", productId);
-      return create(GetProductResponseSchema, { product });
+      return productResponse(product);
     },
 
     async createProduct(request, context) {

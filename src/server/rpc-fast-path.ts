@@ -79,7 +79,7 @@ export function createFastPath(options: FastPathOptions) {
     let output: Uint8Array;
     try {
       const message = await options.invoke(method, callOf(call, input, metadata));
-      output = serialization.getO(negotiated.binary).serialize(message);
+      output = serialize(serialization, negotiated.binary, message);
     } catch (reason) {
       const error =
         reason instanceof ConnectError
@@ -100,6 +100,21 @@ interface FastCall {
   negotiated: Negotiated;
   declared: number | undefined;
   handOver: HandOver;
+}
+
+/** Encodings of frozen messages: a frozen message (a cached answer, deep-frozen by convention) cannot change. */
+const frozenEncodings = new WeakMap<Message, { binary?: Uint8Array; json?: Uint8Array }>();
+
+function serialize(serialization: Serialization, binary: boolean, message: Message): Uint8Array {
+  if (!Object.isFrozen(message)) return serialization.getO(binary).serialize(message);
+  let encodings = frozenEncodings.get(message);
+  if (!encodings) {
+    encodings = {};
+    frozenEncodings.set(message, encodings);
+  }
+  const format = binary ? "binary" : "json";
+  encodings[format] ??= serialization.getO(binary).serialize(message);
+  return encodings[format];
 }
 
 /** The request message; undefined when it does not parse (connect-node then answers the same bytes). */

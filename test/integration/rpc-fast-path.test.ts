@@ -620,3 +620,20 @@ test("a call on the fast path keeps its request id and its one log line", async 
   t.is(lines.length, 1, JSON.stringify(lines));
   t.like(lines[0], { msg: "request", method: "POST", path: GET_PRODUCT, status: 200, httpVersion: "1.1" });
 });
+
+test("a cached answer is written once per format, and a change to the product is seen at once on every protocol", async (t) => {
+  const { fast } = t.context;
+  const headers = { authorization: fast.adminAuthorization };
+  const clients = (["connect-json", "connect-binary", "grpc"] as const).map((kind) =>
+    createClient(CatalogService, transportTo(fast, kind, headers)),
+  );
+  const created = await clients[0].createProduct({ productCode: `FAST-CHANGE-${randomUUID()}`, name: "before" });
+  const productId = created.product?.id ?? "";
+  const names = async () =>
+    Promise.all(clients.map(async (client) => (await client.getProduct({ productId })).product?.name));
+  t.deepEqual(await names(), ["before", "before", "before"]);
+  t.deepEqual(await names(), ["before", "before", "before"], "again, from the cached answer");
+  await clients[1].updateProduct({ productId, name: "after" });
+  t.deepEqual(await names(), ["after", "after", "after"]);
+  t.deepEqual(await names(), ["after", "after", "after"]);
+});
