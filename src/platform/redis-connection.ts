@@ -1,4 +1,4 @@
-import { createClient, type RedisClientType } from "redis";
+import { createClient, type RedisClientType } from "@redis/client";
 import type { Logger } from "./logger.js";
 
 /** At start-up, give up after this many failed attempts (about 3 s) rather than wait forever. */

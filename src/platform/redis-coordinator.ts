@@ -1,6 +1,6 @@
+import type { RedisClientType } from "@redis/client";
 import RateLimiterRedis from "rate-limiter-flexible/lib/RateLimiterRedis.js";
 import RLWrapperTimeouts from "rate-limiter-flexible/lib/RLWrapperTimeouts.js";
-import type { RedisClientType } from "redis";
 import { type Coordinator, limiterRegistry, type RateLimiter, type RateLimitOptions } from "./coordinator.js";
 import type { Logger } from "./logger.js";
 import { connectRedis, withinDeadline } from "./redis-connection.js";

@@ -1,4 +1,4 @@
-import type { RedisClientType } from "redis";
+import type { RedisClientType } from "@redis/client";
 import { type Connecting, connectAll } from "./connect-all.js";
 import type { InvalidationBus } from "./invalidation-bus.js";
 import type { Logger } from "./logger.js";

@@ -145,6 +145,8 @@ test("on MySQL and Redis the service loads mysql2 and the Redis client, and not 
   const modules = await modulesLoadedBy({ DATABASE_URL: database.url, REDIS_URL: TEST_REDIS_URL });
   t.true(packageLoaded(modules, "mysql2"));
   t.true(packageLoaded(modules, "@redis/client"));
+  t.false(packageLoaded(modules, "redis"), "the client alone, without the `redis` package's modules");
+  t.false(packageLoaded(modules, "@redis/search"));
   t.false(packageLoaded(modules, "better-sqlite3"));
 });
 

@@ -1,7 +1,7 @@
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
+import { createClient as createRedisClient } from "@redis/client";
 import anyTest, { type TestFn } from "ava";
-import { createClient as createRedisClient } from "redis";
 import { accessToken } from "../support/auth.js";
 import { CLIENTS, createClient } from "../support/oauth-clients.js";
 import { pollUntil } from "../support/poll.js";
