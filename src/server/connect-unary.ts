@@ -1,5 +1,4 @@
 import type { OutgoingHttpHeaders } from "node:http";
-import { compressionNegotiate } from "@connectrpc/connect/protocol";
 import {
   codeToHttpStatus,
   contentTypeUnaryJson,
@@ -9,7 +8,21 @@ import {
   parseTimeout,
 } from "@connectrpc/connect/protocol-connect";
 import type { NodeResponse } from "./rest/rest-handler.js";
-import { addHeaders, headerOf, type Negotiated, responseGone, type UnaryProtocol } from "./rpc-fast-protocol.js";
+import {
+  addHeaders,
+  headerOf,
+  type Negotiated,
+  negotiateTerms,
+  responseGone,
+  type UnaryProtocol,
+} from "./rpc-fast-protocol.js";
+
+const TERM_HEADERS = {
+  encoding: "content-encoding",
+  timeout: "connect-timeout-ms",
+  acceptEncoding: "accept-encoding",
+  acceptEncodingName: "Accept-Encoding",
+};
 
 /**
  * Connect unary calls by POST, uncompressed, as connect-node answers them (see its protocol-connect
@@ -22,21 +35,16 @@ export const connectUnary: UnaryProtocol = {
 
   negotiate(request, settings) {
     if (request.method !== "POST") return undefined;
-    const type = parseContentType(headerOf(request, "content-type"));
-    if (!type || type.stream) return undefined;
-    const encoding = headerOf(request, "content-encoding");
-    if (encoding !== null && encoding !== "identity") return undefined;
     const version = headerOf(request, "connect-protocol-version");
     if (version !== null && version !== "1") return undefined;
-    const timeout = parseTimeout(headerOf(request, "connect-timeout-ms"), settings.maxTimeoutMs);
-    if (timeout.error) return undefined;
-    const { response } = compressionNegotiate(
-      settings.acceptCompression,
-      encoding,
-      headerOf(request, "accept-encoding"),
-      "Accept-Encoding",
+    const type = parseContentType(headerOf(request, "content-type"));
+    return negotiateTerms(
+      request,
+      settings,
+      type && !type.stream ? type.binary : undefined,
+      TERM_HEADERS,
+      parseTimeout,
     );
-    return { binary: type.binary, timeoutMs: timeout.timeoutMs, compression: response };
   },
 
   messageOf(body) {

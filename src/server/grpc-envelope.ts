@@ -10,11 +10,3 @@ export function decodeEnvelope(body: Buffer): Uint8Array | undefined {
   if (body.readUInt32BE(1) !== body.length - HEADER_BYTES) return undefined;
   return body.subarray(HEADER_BYTES);
 }
-
-export function encodeEnvelope(flags: number, data: Uint8Array): Buffer {
-  const envelope = Buffer.allocUnsafe(HEADER_BYTES + data.byteLength);
-  envelope[0] = flags;
-  envelope.writeUInt32BE(data.byteLength, 1);
-  envelope.set(data, HEADER_BYTES);
-  return envelope;
-}

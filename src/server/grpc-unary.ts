@@ -1,6 +1,6 @@
 import type { OutgoingHttpHeaders } from "node:http";
 import type { Http2ServerResponse } from "node:http2";
-import { compressionNegotiate } from "@connectrpc/connect/protocol";
+import { encodeEnvelope, envelopeCompress } from "@connectrpc/connect/protocol";
 import {
   contentTypeJson,
   contentTypeProto,
@@ -9,9 +9,23 @@ import {
   parseTimeout,
   setTrailerStatus,
 } from "@connectrpc/connect/protocol-grpc";
-import { decodeEnvelope, encodeEnvelope } from "./grpc-envelope.js";
+import { decodeEnvelope } from "./grpc-envelope.js";
 import type { NodeResponse } from "./rest/rest-handler.js";
-import { addHeaders, headerOf, type Negotiated, responseGone, type UnaryProtocol } from "./rpc-fast-protocol.js";
+import {
+  addHeaders,
+  headerOf,
+  type Negotiated,
+  negotiateTerms,
+  responseGone,
+  type UnaryProtocol,
+} from "./rpc-fast-protocol.js";
+
+const TERM_HEADERS = {
+  encoding: "grpc-encoding",
+  timeout: "grpc-timeout",
+  acceptEncoding: "grpc-accept-encoding",
+  acceptEncodingName: "Grpc-Accept-Encoding",
+};
 
 /**
  * gRPC unary calls over HTTP/2, uncompressed, as connect-node answers them (see its protocol-grpc
@@ -26,29 +40,20 @@ export const grpcUnary: UnaryProtocol = {
   negotiate(request, settings) {
     if (!("stream" in request) || request.method !== "POST") return undefined;
     const type = parseContentType(headerOf(request, "content-type"));
-    if (!type) return undefined;
-    const encoding = headerOf(request, "grpc-encoding");
-    if (encoding !== null && encoding !== "identity") return undefined;
-    const timeout = parseTimeout(headerOf(request, "grpc-timeout"), settings.maxTimeoutMs);
-    if (timeout.error) return undefined;
-    const { response } = compressionNegotiate(
-      settings.acceptCompression,
-      encoding,
-      headerOf(request, "grpc-accept-encoding"),
-      "Grpc-Accept-Encoding",
-    );
-    return { binary: type.binary, timeoutMs: timeout.timeoutMs, compression: response };
+    return negotiateTerms(request, settings, type?.binary, TERM_HEADERS, parseTimeout);
   },
 
   messageOf: decodeEnvelope,
 
   async answer(response, negotiated, output, metadata, settings) {
-    const { compression } = negotiated;
-    const compressed = compression !== null && output.byteLength >= settings.compressMinBytes;
-    const data = compressed ? await compression.compress(output) : output;
+    const envelope = await envelopeCompress(
+      { flags: 0, data: output },
+      negotiated.compression,
+      settings.compressMinBytes,
+    );
     const trailers: OutgoingHttpHeaders = { "grpc-status": grpcStatusOk };
     addHeaders(trailers, metadata.trailer);
-    send(response, headersOf(negotiated, metadata.header), trailers, encodeEnvelope(compressed ? 1 : 0, data));
+    send(response, headersOf(negotiated, metadata.header), trailers, encodeEnvelope(envelope.flags, envelope.data));
   },
 
   async answerError(response, negotiated, error, metadata) {

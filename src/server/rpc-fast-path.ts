@@ -3,6 +3,7 @@ import { Code, ConnectError, createContextValues } from "@connectrpc/connect";
 import { createMethodSerializationLookup, type MethodSerializationLookup } from "@connectrpc/connect/protocol";
 import type { Logger } from "../platform/logger.js";
 import type { InProcessCall, ResponseMetadata } from "./in-process-rpc.js";
+import { responseSignal } from "./response-signal.js";
 import { incomingHeaders } from "./rest/incoming-headers.js";
 import type { NodeRequest, NodeResponse } from "./rest/rest-handler.js";
 import { readBody, replayBody } from "./rpc-body.js";
@@ -134,7 +135,7 @@ function callOf(call: FastCall, message: Message, metadata: ResponseMetadata): I
     message,
     header: incomingHeaders(request.headers),
     contextValues: createContextValues(),
-    signal: () => callSignal(response, deadline),
+    signal: () => responseSignal(response, deadline),
     requestMethod: "POST",
     url: urlOf(request),
     protocolName: protocol.name,
@@ -155,28 +156,4 @@ function urlOf(request: NodeRequest): string {
   const scheme = "encrypted" in request.socket && request.socket.encrypted ? "https" : "http";
   const authority = "authority" in request ? request.authority : request.headers.host;
   return `${scheme}://${authority}${request.url}`;
-}
-
-/**
- * Aborts when the response closes (sent, or the client went away) or, as connect-node's does, with
- * `deadline_exceeded` when the client's deadline passes. Made only when the implementation asks for it.
- */
-function callSignal(response: NodeResponse, deadline: number | undefined): AbortSignal {
-  const controller = new AbortController();
-  if (responseGone(response) || response.writableFinished) {
-    controller.abort();
-    return controller.signal;
-  }
-  let timer: NodeJS.Timeout | undefined;
-  if (deadline !== undefined) {
-    const expire = () => controller.abort(new ConnectError("the operation timed out", Code.DeadlineExceeded));
-    const left = deadline - Date.now();
-    if (left <= 0) expire();
-    else timer = setTimeout(expire, left);
-  }
-  response.once("close", () => {
-    clearTimeout(timer);
-    controller.abort();
-  });
-  return controller.signal;
 }

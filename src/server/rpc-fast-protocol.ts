@@ -1,6 +1,6 @@
 import type { OutgoingHttpHeaders } from "node:http";
 import type { ConnectError } from "@connectrpc/connect";
-import type { Compression, UniversalHandlerOptions } from "@connectrpc/connect/protocol";
+import { type Compression, compressionNegotiate, type UniversalHandlerOptions } from "@connectrpc/connect/protocol";
 import type { ResponseMetadata } from "./in-process-rpc.js";
 import type { NodeRequest, NodeResponse } from "./rest/rest-handler.js";
 
@@ -41,6 +41,41 @@ export interface UnaryProtocol {
     metadata: ResponseMetadata,
     settings: FastPathSettings,
   ): Promise<void>;
+}
+
+/** The headers in which a protocol names its request encoding, deadline and accepted response encodings. */
+export interface TermHeaders {
+  encoding: string;
+  timeout: string;
+  acceptEncoding: string;
+  /** How connect-node names the accept header in its errors. */
+  acceptEncodingName: string;
+}
+
+/**
+ * The terms of an uncompressed request whose content type the protocol parsed (`binary`, or undefined when it
+ * is not the protocol's), as connect-node reads them; undefined when the request is compressed or its deadline
+ * does not parse (connect-node answers those).
+ */
+export function negotiateTerms(
+  request: NodeRequest,
+  settings: FastPathSettings,
+  binary: boolean | undefined,
+  headers: TermHeaders,
+  parseTimeout: (value: string | null, maxTimeoutMs: number) => { timeoutMs?: number; error?: unknown },
+): Negotiated | undefined {
+  if (binary === undefined) return undefined;
+  const encoding = headerOf(request, headers.encoding);
+  if (encoding !== null && encoding !== "identity") return undefined;
+  const timeout = parseTimeout(headerOf(request, headers.timeout), settings.maxTimeoutMs);
+  if (timeout.error) return undefined;
+  const { response } = compressionNegotiate(
+    settings.acceptCompression,
+    encoding,
+    headerOf(request, headers.acceptEncoding),
+    headers.acceptEncodingName,
+  );
+  return { binary, timeoutMs: timeout.timeoutMs, compression: response };
 }
 
 /** A request header as one string (Node gives repeated ones as arrays, save a few it keeps once), or null. */

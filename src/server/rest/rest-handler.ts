@@ -9,6 +9,7 @@ import { toConnectError } from "../error-interceptor.js";
 import { type Problem, problemFromConnectError, writeJsonText, writeProblem } from "../http-responses.js";
 import type { InProcessCall } from "../in-process-rpc.js";
 import { httpStatusOf } from "../problem-mapping.js";
+import { responseSignal } from "../response-signal.js";
 import { discardUnreadBody } from "../unread-body.js";
 import { decodeRequestInChunks, encodeResponseInChunks } from "./chunked-codec.js";
 import { incomingHeaders } from "./incoming-headers.js";
@@ -90,7 +91,7 @@ export function createRestHandler(options: RestHandlerOptions) {
         message: decoded.message,
         header,
         contextValues,
-        signal: () => closeSignal(response),
+        signal: () => responseSignal(response),
         requestMethod: request.method ?? "GET",
         url: url.href,
       });
@@ -121,14 +122,6 @@ function answerViolations(
     instance,
     errors: violations,
   });
-}
-
-/** Aborts when the response closes, whether it was sent or the client went away. */
-function closeSignal(response: NodeResponse): AbortSignal {
-  const controller = new AbortController();
-  if (response.writableFinished || response.destroyed) controller.abort();
-  else response.once("close", () => controller.abort());
-  return controller.signal;
 }
 
 /** Answers a problem, possibly before the body was read (see discardUnreadBody). */
