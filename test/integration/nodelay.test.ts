@@ -21,26 +21,34 @@ test.after.always(async (t) => {
 });
 
 // With Nagle's algorithm on, a response's second small write (HTTP/2 sends headers and trailers as separate
-// frames) waits for the client's delayed ACK, about 40 ms on Linux: 20 sequential calls take over 800 ms.
-// Without it they take a few milliseconds each; 400 ms leaves a wide margin for a slow machine.
+// frames) waits for the client's delayed ACK, at least 40 ms on Linux, so every call takes 40 ms or more.
+// Without it a call takes well under a millisecond. A loaded machine makes calls slower, never faster, so the
+// fastest of 20 calls tells the two apart without depending on how busy the machine is.
 const CALLS = 20;
-const BOUND_MS = 400;
+const FASTEST_BOUND_MS = 30;
 const LIST_PRODUCTS = "/provision.v1.CatalogService/ListProducts";
 
 /**
- * Times calls without a token: refused before any database work, they measure the protocol round trip alone.
- * Each must be refused as unauthenticated.
+ * Times calls without a token, one after another: refused before any database work, they measure the
+ * protocol round trip alone. Each must be refused as unauthenticated. Answers the fastest call's time.
  */
-async function timeSequential(call: () => Promise<unknown>, isRefusal: (error: unknown) => boolean): Promise<number> {
+async function fastestSequential(
+  call: () => Promise<unknown>,
+  isRefusal: (error: unknown) => boolean,
+): Promise<number> {
   const refused = () =>
     call().then(
       () => Promise.reject(new Error("a call without a token succeeded")),
       (error: unknown) => (isRefusal(error) ? undefined : Promise.reject(error)),
     );
   await refused(); // the connection is set up outside the measurement
-  const started = performance.now();
-  for (let index = 0; index < CALLS; index++) await refused();
-  return performance.now() - started;
+  let fastest = Number.POSITIVE_INFINITY;
+  for (let index = 0; index < CALLS; index++) {
+    const started = performance.now();
+    await refused();
+    fastest = Math.min(fastest, performance.now() - started);
+  }
+  return fastest;
 }
 
 /** An empty ListProducts request from a stock grpc-js client, on the client's one connection. */
@@ -58,8 +66,8 @@ const grpcUnauthenticated = (error: unknown) => (error as grpc.ServiceError).cod
 test("sequential grpc-js calls on one cleartext HTTP/2 connection do not wait for delayed ACKs", async (t) => {
   const client = new grpc.Client(`127.0.0.1:${t.context.server.port}`, grpc.credentials.createInsecure());
   t.teardown(() => client.close());
-  const elapsed = await timeSequential(() => grpcListProducts(client), grpcUnauthenticated);
-  t.true(elapsed < BOUND_MS, `${CALLS} calls took ${elapsed.toFixed(0)} ms`);
+  const fastest = await fastestSequential(() => grpcListProducts(client), grpcUnauthenticated);
+  t.true(fastest < FASTEST_BOUND_MS, `the fastest of ${CALLS} calls took ${fastest.toFixed(1)} ms`);
 });
 
 // Node's HTTP/2 turns Nagle off on a socket it is given (a TLS socket has setNoDelay); this keeps it that way.
@@ -67,6 +75,6 @@ test("sequential grpc-js calls on one TLS HTTP/2 connection do not wait for dela
   const { tlsServer, cert } = t.context;
   const client = new grpc.Client(`localhost:${tlsServer.port}`, grpc.credentials.createSsl(cert.cert));
   t.teardown(() => client.close());
-  const elapsed = await timeSequential(() => grpcListProducts(client), grpcUnauthenticated);
-  t.true(elapsed < BOUND_MS, `${CALLS} calls took ${elapsed.toFixed(0)} ms`);
+  const fastest = await fastestSequential(() => grpcListProducts(client), grpcUnauthenticated);
+  t.true(fastest < FASTEST_BOUND_MS, `the fastest of ${CALLS} calls took ${fastest.toFixed(1)} ms`);
 });
