@@ -11,6 +11,7 @@ import { KeyStore } from "./auth/key-store.js";
 import { createTokenEndpoint, TOKEN_PATH } from "./auth/token-endpoint.js";
 import { CatalogRepository } from "./catalog/catalog-repository.js";
 import { catalogEntities } from "./catalog/entities.js";
+import { licensingEntities } from "./licensing/entities.js";
 import { ProductCache } from "./catalog/product-cache.js";
 import { type Clock, systemClock } from "./platform/clock.js";
 import type { Config } from "./platform/config.js";
@@ -50,7 +51,7 @@ export interface AppOptions {
 }
 
 export function openDatabase(config: Config): DataSource {
-  return createDataSource(config.database, [...catalogEntities, ...identityEntities], migrations);
+  return createDataSource(config.database, [...catalogEntities, ...identityEntities, ...licensingEntities], migrations);
 }
 
 /** Redis pub/sub when the coordinator is Redis; in-process otherwise. */
