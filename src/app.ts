@@ -104,12 +104,14 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
   }
 
   const tokens = new AccessTokens(keys, clock, config.auth.issuer, config.auth.accessTokenTtlSeconds);
+  const catalog = new CatalogRepository(dataSource);
   const implementations = implementServices({
-    repository: new CatalogRepository(dataSource),
+    repository: catalog,
     products,
     identity,
     clock,
     newId: randomUUID,
+    licensing: { dataSource, catalog, clock, newId: randomUUID, entitlementChanged: async () => {} },
   });
   const authOptions = { tokens, clients };
   const interceptors = [errorInterceptor(logger), authInterceptor(authOptions), limitsInterceptor()];

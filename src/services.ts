@@ -10,6 +10,8 @@ import { UsageService } from "../gen/provision/v1/usage_pb.js";
 import { WebhookService } from "../gen/provision/v1/webhook_pb.js";
 import { type ClientAdminDependencies, createClientAdminService } from "./auth/client-admin-service.js";
 import { type CatalogDependencies, createCatalogService } from "./catalog/catalog-service.js";
+import { createEntitlementService } from "./licensing/entitlement-service.js";
+import type { LicensingDependencies } from "./licensing/licensing-dependencies.js";
 import { implementation, type ServiceImplementation } from "./server/in-process-rpc.js";
 
 /** Every service of the contract; REST routes are read from these, and Connect/gRPC serve them. */
@@ -24,7 +26,9 @@ export const ALL_SERVICES: DescService[] = [
   ClientAdminService,
 ];
 
-export type ServiceDependencies = CatalogDependencies & ClientAdminDependencies;
+export interface ServiceDependencies extends CatalogDependencies, ClientAdminDependencies {
+  licensing: LicensingDependencies;
+}
 
 /**
  * Every service with its implementation. A service without an implementation yet has an empty one: each of
@@ -34,6 +38,7 @@ export function implementServices(deps: ServiceDependencies): ServiceImplementat
   const implemented = new Map([
     implementation(CatalogService, createCatalogService(deps)),
     implementation(ClientAdminService, createClientAdminService(deps)),
+    implementation(EntitlementService, createEntitlementService(deps.licensing)),
   ]);
   return ALL_SERVICES.map((service) => [service, implemented.get(service) ?? {}]);
 }

@@ -1,0 +1,17 @@
+import type { DataSource } from "typeorm";
+import type { CatalogRepository } from "../catalog/catalog-repository.js";
+import type { Clock } from "../platform/clock.js";
+
+/** What the licensing services are built from. */
+export interface LicensingDependencies {
+  dataSource: DataSource;
+  /** Products and their features and assets, to copy onto entitlements. */
+  catalog: CatalogRepository;
+  clock: Clock;
+  newId: () => string;
+  /**
+   * Tells every instance that an entitlement (or one of its codes) changed, once the change is committed:
+   * cached standings used by check-in are dropped. Call it after every committed write.
+   */
+  entitlementChanged: (entitlementId: string) => Promise<void>;
+}
