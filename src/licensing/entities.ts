@@ -142,7 +142,8 @@ const uuid = (name: string) => ({ name, type: "varchar", length: 36 }) as const;
 const datetime = (name: string, nullable = false) => ({ name, type: "datetime", precision: 3, nullable }) as const;
 const bool = (name: string) => ({ name, type: "boolean" }) as const;
 const text = (name: string) => ({ name, type: "text", nullable: true }) as const;
-const varchar = (name: string, length: number, nullable = false) => ({ name, type: "varchar", length, nullable }) as const;
+const varchar = (name: string, length: number, nullable = false) =>
+  ({ name, type: "varchar", length, nullable }) as const;
 
 export const EntitlementEntity = new EntitySchema<EntitlementRow>({
   name: "Entitlement",
