@@ -13,6 +13,7 @@ import { CatalogRepository } from "./catalog/catalog-repository.js";
 import { catalogEntities } from "./catalog/entities.js";
 import { ProductCache } from "./catalog/product-cache.js";
 import { licensingEntities } from "./licensing/entities.js";
+import { createLicensing } from "./licensing/licensing-runtime.js";
 import { type Clock, systemClock } from "./platform/clock.js";
 import type { Config } from "./platform/config.js";
 import { connectAll } from "./platform/connect-all.js";
@@ -105,15 +106,24 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
 
   const tokens = new AccessTokens(keys, clock, config.auth.issuer, config.auth.accessTokenTtlSeconds);
   const catalog = new CatalogRepository(dataSource);
+  const licensing = await createLicensing({
+    dataSource,
+    catalog,
+    clock,
+    bus,
+    logger,
+    keyEncryptionKey: config.auth.keyEncryptionKey,
+  });
   const implementations = implementServices({
     repository: catalog,
     products,
     identity,
     clock,
     newId: randomUUID,
-    licensing: { dataSource, catalog, clock, newId: randomUUID, entitlementChanged: async () => {} },
+    licensing: licensing.dependencies,
+    activation: licensing.activation,
   });
-  const authOptions = { tokens, clients };
+  const authOptions = { tokens, clients, licenseSessions: licensing.verifier };
   const interceptors = [errorInterceptor(logger), authInterceptor(authOptions), limitsInterceptor()];
   const invoke = createInProcessInvoker(implementations, interceptors);
   const rpcOptions: RpcHandlerOptions = {
@@ -157,6 +167,7 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
     },
   });
   const close = async () => {
+    await licensing.close();
     await readyBus.close();
     await readyCoordinator.close();
     await dataSource.destroy();

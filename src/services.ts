@@ -10,8 +10,10 @@ import { UsageService } from "../gen/provision/v1/usage_pb.js";
 import { WebhookService } from "../gen/provision/v1/webhook_pb.js";
 import { type ClientAdminDependencies, createClientAdminService } from "./auth/client-admin-service.js";
 import { type CatalogDependencies, createCatalogService } from "./catalog/catalog-service.js";
+import { createActivationService } from "./licensing/activation-service.js";
 import { createEntitlementService } from "./licensing/entitlement-service.js";
 import type { LicensingDependencies } from "./licensing/licensing-dependencies.js";
+import type { SessionCallDependencies } from "./licensing/session-calls.js";
 import { implementation, type ServiceImplementation } from "./server/in-process-rpc.js";
 
 /** Every service of the contract; REST routes are read from these, and Connect/gRPC serve them. */
@@ -28,6 +30,7 @@ export const ALL_SERVICES: DescService[] = [
 
 export interface ServiceDependencies extends CatalogDependencies, ClientAdminDependencies {
   licensing: LicensingDependencies;
+  activation: SessionCallDependencies;
 }
 
 /**
@@ -39,6 +42,7 @@ export function implementServices(deps: ServiceDependencies): ServiceImplementat
     implementation(CatalogService, createCatalogService(deps)),
     implementation(ClientAdminService, createClientAdminService(deps)),
     implementation(EntitlementService, createEntitlementService(deps.licensing)),
+    implementation(ActivationService, createActivationService(deps.activation)),
   ]);
   return ALL_SERVICES.map((service) => [service, implemented.get(service) ?? {}]);
 }

@@ -12,8 +12,21 @@ export const clientPrincipalKey = createContextKey<AccessTokenClaims | undefined
   description: "authenticated OAuth client",
 });
 
-/** Verifies a license session token; the activation issue supplies it. */
-export type LicenseSessionVerifier = (authorization: string | null) => Promise<{ providerId: string }>;
+/** The license session a session call's token belongs to. */
+export interface LicenseSessionCaller {
+  sessionId: string;
+  entitlementId: string;
+}
+
+/** The verified license session of a session call (renew, check-in, release, usage reports). */
+export const licenseSessionKey = createContextKey<LicenseSessionCaller | undefined>(undefined, {
+  description: "verified license session",
+});
+
+/** Verifies a license session token (`Authorization: Bearer <licenseToken>`). */
+export type LicenseSessionVerifier = (
+  authorization: string | null,
+) => Promise<{ providerId: string; session: LicenseSessionCaller }>;
 
 /**
  * Set by the in-process REST call, which authorizes before it reads the body: the interceptor then takes this
@@ -39,6 +52,7 @@ export function authInterceptor(options: AuthInterceptorOptions): Interceptor {
     const caller = request.contextValues.get(authorizedCallerKey) ?? (await authorize(request.method, request.header));
     if (caller.providerId) request.contextValues.set(providerIdKey, caller.providerId);
     if (caller.client) request.contextValues.set(clientPrincipalKey, caller.client);
+    if (caller.session) request.contextValues.set(licenseSessionKey, caller.session);
     return next(request);
   };
 }
@@ -47,6 +61,7 @@ export interface Caller {
   /** Empty for anonymous methods. */
   providerId: string;
   client?: AccessTokenClaims;
+  session?: LicenseSessionCaller;
 }
 
 /**

@@ -1,9 +1,9 @@
 import { type DomainError, invalidField } from "../platform/errors.js";
 
-export type ProductFieldType = "string" | "int" | "boolean" | "date-time";
+export type QueryFieldType = "string" | "int" | "boolean" | "date-time";
 
-export interface ProductFieldSpec {
-  type: ProductFieldType;
+export interface QueryFieldSpec {
+  type: QueryFieldType;
   sortable: boolean;
   /** Inclusive bounds of an int field. */
   min?: number;
@@ -24,23 +24,31 @@ export const PRODUCT_FIELDS = {
   updatedAt: { type: "date-time", sortable: true },
   expirationDate: { type: "date-time", sortable: true },
   revisionNumber: { type: "int", sortable: true, min: 0, max: 2_147_483_647 },
-} as const satisfies Record<string, ProductFieldSpec>;
+} as const satisfies Record<string, QueryFieldSpec>;
 
 export type ProductField = keyof typeof PRODUCT_FIELDS;
 
 export type FilterOp = "=" | "!=" | "<" | "<=" | ">" | ">=" | "~";
 
-/** `~` is a case-insensitive contains; a text term is a case-insensitive contains on TEXT_SEARCH_FIELDS. */
-export type FilterTerm =
-  | { kind: "compare"; field: ProductField; op: FilterOp; value: string | number | boolean | Date }
+/** `~` is a case-insensitive contains; a text term is a case-insensitive contains on the free-text fields. */
+export type FilterTerm<Field extends string = ProductField> =
+  | { kind: "compare"; field: Field; op: FilterOp; value: string | number | boolean | Date }
   | { kind: "text"; text: string };
 
-export interface SortKey {
-  field: ProductField;
+export interface SortKey<Field extends string = ProductField> {
+  field: Field;
   direction: "asc" | "desc";
 }
 
-/** The fields a free-text term is matched against. */
+/** The `filter` and `sortOrder` parsers of one list's fields. */
+export interface QueryLanguage<Field extends string> {
+  /** Whitespace-separated terms that must all hold. Blank input gives []. */
+  parseFilter(input: string): FilterTerm<Field>[];
+  /** `name,-createdAt`, `+status`, `name desc`. Blank input sorts by the default field, ascending. */
+  parseSort(input: string): SortKey<Field>[];
+}
+
+/** The fields a free-text term of ListProducts is matched against. */
 export const TEXT_SEARCH_FIELDS: readonly ProductField[] = ["productCode", "name", "externalId"];
 
 const MAX_FILTER_LENGTH = 1000;
@@ -48,50 +56,86 @@ const MAX_TERMS = 20;
 const MAX_VALUE_LENGTH = 256;
 const MAX_SORT_LENGTH = 1000;
 
-const OPS_BY_TYPE: Record<ProductFieldType, readonly FilterOp[]> = {
+const OPS_BY_TYPE: Record<QueryFieldType, readonly FilterOp[]> = {
   string: ["=", "!=", "~"],
   int: ["=", "!=", "<", "<=", ">", ">="],
   boolean: ["=", "!="],
   "date-time": ["=", "!=", "<", "<=", ">", ">="],
 };
 
-const ALL_FIELDS = Object.keys(PRODUCT_FIELDS) as ProductField[];
-const SORTABLE_FIELDS = ALL_FIELDS.filter((field) => PRODUCT_FIELDS[field].sortable);
-/** A Map, so that names such as `constructor` or `__proto__` are unknown rather than inherited. */
-const FIELD_BY_LOWER_NAME = new Map(ALL_FIELDS.map((field) => [field.toLowerCase(), field]));
+/** One list's fields, as the parsers look them up. */
+interface Vocabulary<Field extends string> {
+  specs: Record<Field, QueryFieldSpec>;
+  all: Field[];
+  sortable: Field[];
+  /** A Map, so that names such as `constructor` or `__proto__` are unknown rather than inherited. */
+  byLowerName: Map<string, Field>;
+}
 
-/** A field name directly followed by an operator; the name is checked against PRODUCT_FIELDS afterwards. */
+/** The query language over `fields` (filterable all, sortable those marked), sorting by `defaultSort` when blank. */
+export function queryLanguage<Field extends string>(
+  fields: Record<Field, QueryFieldSpec>,
+  defaultSort: Field,
+): QueryLanguage<Field> {
+  const all = Object.keys(fields) as Field[];
+  const vocabulary: Vocabulary<Field> = {
+    specs: fields,
+    all,
+    sortable: all.filter((field) => fields[field].sortable),
+    byLowerName: new Map(all.map((field) => [field.toLowerCase(), field])),
+  };
+  return {
+    parseFilter: (input) => parseFilter(vocabulary, input),
+    parseSort: (input) => parseSort(vocabulary, input, defaultSort),
+  };
+}
+
+const productQuery = queryLanguage<ProductField>(PRODUCT_FIELDS, "createdAt");
+
+/** A field name directly followed by an operator; the name is checked against the list's fields afterwards. */
 const COMPARISON = /([^\s"=<>!~]+)(!=|<=|>=|=|<|>|~)/y;
 const OPERATOR_CHARS = "=<>!~";
 
 /** Parses the ListProducts `filter`: whitespace-separated terms that must all hold. Blank input gives []. */
 export function parseProductFilter(input: string): FilterTerm[] {
+  return productQuery.parseFilter(input);
+}
+
+/** Parses the ListProducts `sortOrder`: `name,-createdAt`, `+status`, `name desc`. Blank input sorts by createdAt. */
+export function parseProductSort(input: string): SortKey[] {
+  return productQuery.parseSort(input);
+}
+
+function parseFilter<Field extends string>(vocabulary: Vocabulary<Field>, input: string): FilterTerm<Field>[] {
   if (input.length > MAX_FILTER_LENGTH) {
     throw filterError(`too long: ${input.length} characters, at most ${MAX_FILTER_LENGTH} are allowed`);
   }
   const control = findControlCharacter(input);
   if (control >= 0) throw filterError(`control character at position ${control + 1}`);
 
-  const terms: FilterTerm[] = [];
+  const terms: FilterTerm<Field>[] = [];
   let pos = skipWhitespace(input, 0);
   while (pos < input.length) {
     if (terms.length === MAX_TERMS) throw filterError(`too many terms: at most ${MAX_TERMS} are allowed`);
-    const { term, end } = parseTerm(input, pos);
+    const { term, end } = parseTerm(vocabulary, input, pos);
     terms.push(term);
     pos = skipWhitespace(input, end);
   }
   return terms;
 }
 
-/** Parses the ListProducts `sortOrder`: `name,-createdAt`, `+status`, `name desc`. Blank input sorts by createdAt. */
-export function parseProductSort(input: string): SortKey[] {
-  if (input.trim() === "") return [{ field: "createdAt", direction: "asc" }];
+function parseSort<Field extends string>(
+  vocabulary: Vocabulary<Field>,
+  input: string,
+  defaultSort: Field,
+): SortKey<Field>[] {
+  if (input.trim() === "") return [{ field: defaultSort, direction: "asc" }];
   if (input.length > MAX_SORT_LENGTH) {
     throw sortError(`too long: ${input.length} characters, at most ${MAX_SORT_LENGTH} are allowed`);
   }
-  const keys: SortKey[] = [];
+  const keys: SortKey<Field>[] = [];
   for (const [index, rawKey] of input.split(",").entries()) {
-    const key = parseSortKey(rawKey.trim(), index);
+    const key = parseSortKey(vocabulary, rawKey.trim(), index);
     if (keys.some((existing) => existing.field === key.field)) {
       throw sortError(`field ${key.field} appears more than once`);
     }
@@ -100,14 +144,18 @@ export function parseProductSort(input: string): SortKey[] {
   return keys;
 }
 
-function parseSortKey(text: string, index: number): SortKey {
+function parseSortKey<Field extends string>(
+  vocabulary: Vocabulary<Field>,
+  text: string,
+  index: number,
+): SortKey<Field> {
   if (text === "") throw sortError(`sort key ${index + 1} is empty`);
   const quoted = JSON.stringify(text);
   const parts = text.split(/\s+/);
   if (parts.length > 2) throw sortError(`invalid sort key ${quoted}; expected "field", "-field" or "field asc|desc"`);
 
   let name = parts[0];
-  let direction: SortKey["direction"] = "asc";
+  let direction: SortKey<Field>["direction"] = "asc";
   const sign = name[0];
   if (sign === "-" || sign === "+") {
     name = name.slice(1);
@@ -125,17 +173,22 @@ function parseSortKey(text: string, index: number): SortKey {
     direction = word;
   }
 
-  const field = FIELD_BY_LOWER_NAME.get(name.toLowerCase());
+  const field = vocabulary.byLowerName.get(name.toLowerCase());
+  const sortable = vocabulary.sortable.join(", ");
   if (field === undefined) {
-    throw sortError(`unknown field ${JSON.stringify(name)}; sortable fields are ${SORTABLE_FIELDS.join(", ")}`);
+    throw sortError(`unknown field ${JSON.stringify(name)}; sortable fields are ${sortable}`);
   }
-  if (!PRODUCT_FIELDS[field].sortable) {
-    throw sortError(`cannot sort by ${field}; sortable fields are ${SORTABLE_FIELDS.join(", ")}`);
+  if (!vocabulary.specs[field].sortable) {
+    throw sortError(`cannot sort by ${field}; sortable fields are ${sortable}`);
   }
   return { field, direction };
 }
 
-function parseTerm(input: string, start: number): { term: FilterTerm; end: number } {
+function parseTerm<Field extends string>(
+  vocabulary: Vocabulary<Field>,
+  input: string,
+  start: number,
+): { term: FilterTerm<Field>; end: number } {
   if (input[start] === '"') {
     const { value, end } = readQuoted(input, start);
     expectTermEnd(input, end);
@@ -146,7 +199,7 @@ function parseTerm(input: string, start: number): { term: FilterTerm; end: numbe
 
   COMPARISON.lastIndex = start;
   const comparison = COMPARISON.exec(input);
-  if (comparison) return parseComparison(input, start, comparison[1], comparison[2] as FilterOp);
+  if (comparison) return parseComparison(vocabulary, input, start, comparison[1], comparison[2] as FilterOp);
 
   const end = bareEnd(input, start);
   const word = input.slice(start, end);
@@ -166,16 +219,17 @@ function parseTerm(input: string, start: number): { term: FilterTerm; end: numbe
   return { term: { kind: "text", text: word }, end };
 }
 
-function parseComparison(
+function parseComparison<Field extends string>(
+  vocabulary: Vocabulary<Field>,
   input: string,
   start: number,
   rawField: string,
   op: FilterOp,
-): { term: FilterTerm; end: number } {
-  const field = FIELD_BY_LOWER_NAME.get(rawField.toLowerCase());
+): { term: FilterTerm<Field>; end: number } {
+  const field = vocabulary.byLowerName.get(rawField.toLowerCase());
   if (field === undefined) {
     throw filterError(
-      `unknown field ${JSON.stringify(rawField)} at position ${start + 1}; filterable fields are ${ALL_FIELDS.join(", ")}`,
+      `unknown field ${JSON.stringify(rawField)} at position ${start + 1}; filterable fields are ${vocabulary.all.join(", ")}`,
     );
   }
 
@@ -205,7 +259,7 @@ function parseComparison(
   }
   checkValueLength(raw, valueStart);
 
-  const spec: ProductFieldSpec = PRODUCT_FIELDS[field];
+  const spec: QueryFieldSpec = vocabulary.specs[field];
   const where = `in term ${JSON.stringify(input.slice(start, end))} at position ${start + 1}`;
   const allowed = OPS_BY_TYPE[spec.type];
   if (!allowed.includes(op)) {
@@ -218,7 +272,7 @@ function parseComparison(
   return { term: { kind: "compare", field, op, value }, end };
 }
 
-function convertValue(spec: ProductFieldSpec, raw: string): string | number | boolean | Date | undefined {
+function convertValue(spec: QueryFieldSpec, raw: string): string | number | boolean | Date | undefined {
   switch (spec.type) {
     case "string":
       return raw;
@@ -237,7 +291,7 @@ function convertValue(spec: ProductFieldSpec, raw: string): string | number | bo
   }
 }
 
-function describeType(spec: ProductFieldSpec): string {
+function describeType(spec: QueryFieldSpec): string {
   switch (spec.type) {
     case "string":
       return "a string";

@@ -1,6 +1,7 @@
 import type { DataSource } from "typeorm";
 import type { CatalogRepository } from "../catalog/catalog-repository.js";
 import type { Clock } from "../platform/clock.js";
+import type { SessionStore } from "./session-store.js";
 
 /** What the licensing services are built from. */
 export interface LicensingDependencies {
@@ -14,4 +15,8 @@ export interface LicensingDependencies {
    * cached standings used by check-in are dropped. Call it after every committed write.
    */
   entitlementChanged: (entitlementId: string) => Promise<void>;
+  /** Seats and sessions. */
+  store: SessionStore;
+  /** Tells every instance that these sessions changed (ended, released, renewed), once committed. */
+  sessionsChanged: (...sessionIds: string[]) => Promise<void>;
 }

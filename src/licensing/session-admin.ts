@@ -1,20 +1,74 @@
+import { create } from "@bufbuild/protobuf";
 import type { HandlerContext } from "@connectrpc/connect";
-import { DomainError } from "../platform/errors.js";
+import {
+  type EndSessionRequest,
+  type EndSessionResponse,
+  EndSessionResponseSchema,
+  type ListSessionsRequest,
+  type ListSessionsResponse,
+  ListSessionsResponseSchema,
+} from "../../gen/provision/v1/entitlement_pb.js";
+import { inTransaction, readSerially } from "../platform/database.js";
+import { notFound } from "../platform/errors.js";
+import { pageInfo, resolvePage } from "../platform/paging.js";
+import { requireUuid } from "../platform/validation.js";
+import { providerOf } from "../server/tenant.js";
+import { SESSION_STATE } from "./entities.js";
 import type { LicensingDependencies } from "./licensing-dependencies.js";
+import { toLicenseSession } from "./session-mapper.js";
 
-// Placeholder until implemented: each answers unimplemented.
+/** An entitlement's sessions, newest first: the seat view. */
 export async function listSessions(
-  _deps: LicensingDependencies,
-  _request: unknown,
-  _context: HandlerContext,
-): Promise<never> {
-  throw new DomainError("unimplemented", "listSessions is not implemented yet", { slug: "unimplemented" });
+  deps: LicensingDependencies,
+  request: ListSessionsRequest,
+  context: HandlerContext,
+): Promise<ListSessionsResponse> {
+  const entitlementId = requireUuid("entitlementId", request.entitlementId);
+  const page = resolvePage(request.pageNumber, request.pageSize);
+  const providerId = providerOf(context);
+  const now = deps.clock.now();
+  const { dataSource, store } = deps;
+  const { rows, total } = await readSerially(dataSource, async () => {
+    const entitlement = await store.findEntitlement(dataSource.manager, entitlementId);
+    if (entitlement?.providerId !== providerId) throw notFound("entitlement", entitlementId);
+    return store.listSessions(dataSource.manager, {
+      entitlementId,
+      liveOnly: request.liveOnly,
+      now,
+      offset: page.offset,
+      limit: page.pageSize,
+    });
+  });
+  return create(ListSessionsResponseSchema, {
+    ...pageInfo(page, total, rows.length),
+    items: rows.map((row) => toLicenseSession(row, now)),
+  });
 }
 
+/**
+ * Ends a session at once: its floating seat, or its device's node-locked seat, is free, and its token is refused
+ * by every session call on every instance. Ending an ended or released session answers it as it is.
+ */
 export async function endSession(
-  _deps: LicensingDependencies,
-  _request: unknown,
-  _context: HandlerContext,
-): Promise<never> {
-  throw new DomainError("unimplemented", "endSession is not implemented yet", { slug: "unimplemented" });
+  deps: LicensingDependencies,
+  request: EndSessionRequest,
+  context: HandlerContext,
+): Promise<EndSessionResponse> {
+  const entitlementId = requireUuid("entitlementId", request.entitlementId);
+  const sessionId = requireUuid("sessionId", request.sessionId);
+  const providerId = providerOf(context);
+  const { store } = deps;
+  const now = deps.clock.now();
+  const { session, ended } = await inTransaction(deps.dataSource, async (manager) => {
+    const entitlement = await store.lockEntitlement(manager, entitlementId);
+    if (entitlement?.providerId !== providerId) throw notFound("entitlement", entitlementId);
+    const found = await store.findSession(manager, sessionId, true);
+    if (found?.entitlementId !== entitlementId) throw notFound("session", sessionId);
+    if (found.state !== SESSION_STATE.live) return { session: found, ended: false };
+    await store.endSession(manager, sessionId, SESSION_STATE.ended, now);
+    if (!found.isFloating) await store.removeDevice(manager, entitlementId, found.fingerprintHash);
+    return { session: { ...found, state: SESSION_STATE.ended, endedAt: now }, ended: true };
+  });
+  if (ended) await deps.sessionsChanged(sessionId);
+  return create(EndSessionResponseSchema, { session: toLicenseSession(session, now) });
 }

@@ -1,5 +1,6 @@
 import type { IncomingMessage } from "node:http";
 import net from "node:net";
+import { createContextKey } from "@connectrpc/connect";
 import proxyaddr from "proxy-addr";
 import type { ProxyTrust } from "../platform/config.js";
 import type { NodeRequest } from "./rest/rest-handler.js";
@@ -60,3 +61,6 @@ function expandIpv6(address: string): string[] {
   const missing = address.includes("::") ? 8 - left.length - right.length : 0;
   return [...left, ...Array(missing).fill("0"), ...right].map((group) => Number.parseInt(group, 16).toString(16));
 }
+
+/** The client's address in a call's context, for implementations that record it (license sessions). */
+export const clientAddressKey = createContextKey<string>("unknown", { description: "client address" });

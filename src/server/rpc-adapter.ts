@@ -4,6 +4,7 @@ import {
   type ConnectRouter,
   type ConnectRouterOptions,
   createConnectRouter,
+  createContextValues,
 } from "@connectrpc/connect";
 import { type UniversalHandler, validateUniversalHandlerOptions } from "@connectrpc/connect/protocol";
 import {
@@ -13,6 +14,7 @@ import {
   universalResponseToNodeResponse,
 } from "@connectrpc/connect-node";
 import type { Logger } from "../platform/logger.js";
+import { clientAddressKey, clientAddressOf } from "./client-address.js";
 import { connectUnary } from "./connect-unary.js";
 import { grpcUnary } from "./grpc-unary.js";
 import type { NodeRequest, NodeResponse } from "./rest/rest-handler.js";
@@ -72,7 +74,8 @@ export function createRpcHandler(options: RpcHandlerOptions): (request: NodeRequ
     response: NodeResponse,
     body?: AsyncIterable<Uint8Array>,
   ): void {
-    const universal = universalRequestFromNodeRequest(request, response, undefined, undefined);
+    const contextValues = createContextValues().set(clientAddressKey, clientAddressOf(request));
+    const universal = universalRequestFromNodeRequest(request, response, undefined, contextValues);
     handler(body ? { ...universal, body } : universal)
       .then((answer) => universalResponseToNodeResponse(answer, response))
       .catch((reason: unknown) => {

@@ -2,6 +2,7 @@ import type { DescMessage, DescMethod, Message } from "@bufbuild/protobuf";
 import { Code, ConnectError, createContextValues } from "@connectrpc/connect";
 import { createMethodSerializationLookup, type MethodSerializationLookup } from "@connectrpc/connect/protocol";
 import type { Logger } from "../platform/logger.js";
+import { clientAddressKey, clientAddressOf } from "./client-address.js";
 import type { InProcessCall, ResponseMetadata } from "./in-process-rpc.js";
 import { responseSignal } from "./response-signal.js";
 import { incomingHeaders } from "./rest/incoming-headers.js";
@@ -134,7 +135,7 @@ function callOf(call: FastCall, message: Message, metadata: ResponseMetadata): I
   return {
     message,
     header: incomingHeaders(request.headers),
-    contextValues: createContextValues(),
+    contextValues: createContextValues().set(clientAddressKey, clientAddressOf(request)),
     signal: () => responseSignal(response, deadline),
     requestMethod: "POST",
     url: urlOf(request),

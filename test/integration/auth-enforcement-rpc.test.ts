@@ -35,6 +35,20 @@ const EMPTY_REQUEST_OUTCOMES: Record<string, Code | "OK"> = {
   RotateClientSecret: Code.NotFound,
   SetClientEnabled: Code.InvalidArgument,
   DeleteClient: Code.NotFound,
+  CreateEntitlement: "OK",
+  GetEntitlement: Code.InvalidArgument,
+  ListEntitlements: "OK",
+  UpdateEntitlement: Code.InvalidArgument,
+  ConvertToTemplate: Code.InvalidArgument,
+  CreateFromTemplate: Code.InvalidArgument,
+  CreateActivationCode: Code.InvalidArgument,
+  SetActivationEnabled: Code.InvalidArgument,
+  SetClaimBasedSeats: Code.InvalidArgument,
+  SetSubscriptionActive: Code.InvalidArgument,
+  ListActivationCodes: Code.InvalidArgument,
+  DeleteActivationCode: Code.InvalidArgument,
+  ListSessions: Code.InvalidArgument,
+  EndSession: Code.InvalidArgument,
 };
 
 /** The expected outcome of an empty request, as a Connect code (undefined: success); fails for a missing entry. */

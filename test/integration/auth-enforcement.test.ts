@@ -80,6 +80,20 @@ const ALLOWED_OUTCOMES: Record<string, { status: number; problem?: string }> = {
   RotateClientSecret: { status: 404, problem: "not-found" },
   SetClientEnabled: { status: 404, problem: "not-found" },
   DeleteClient: { status: 404, problem: "not-found" },
+  CreateEntitlement: { status: 200 },
+  GetEntitlement: { status: 404, problem: "not-found" },
+  ListEntitlements: { status: 200 },
+  UpdateEntitlement: { status: 404, problem: "not-found" },
+  ConvertToTemplate: { status: 400, problem: "validation" },
+  CreateFromTemplate: { status: 400, problem: "validation" },
+  CreateActivationCode: { status: 404, problem: "not-found" },
+  SetActivationEnabled: { status: 404, problem: "not-found" },
+  SetClaimBasedSeats: { status: 404, problem: "not-found" },
+  SetSubscriptionActive: { status: 404, problem: "not-found" },
+  ListActivationCodes: { status: 404, problem: "not-found" },
+  DeleteActivationCode: { status: 404, problem: "not-found" },
+  ListSessions: { status: 404, problem: "not-found" },
+  EndSession: { status: 404, problem: "not-found" },
 };
 
 for (const route of ROUTES) {

@@ -10,8 +10,8 @@ import {
   ListProductsRequestSchema,
   type ListProductsResponse,
 } from "../../gen/provision/v1/catalog_pb.js";
-import { EntitlementService, GetEntitlementRequestSchema } from "../../gen/provision/v1/entitlement_pb.js";
 import { ProblemDetailsSchema } from "../../gen/provision/v1/problem_pb.js";
+import { ListSubscriptionsRequestSchema, WebhookService } from "../../gen/provision/v1/webhook_pb.js";
 import { authorizationMetadata, sendAuthorization } from "../support/credentials.js";
 import { grpcClient } from "../support/grpc-client.js";
 import { PRODUCTS, rest } from "../support/rest.js";
@@ -60,10 +60,10 @@ test("a stock grpc-js client creates and lists products over cleartext HTTP/2", 
 });
 
 test("grpc-js sees unimplemented RPCs as UNIMPLEMENTED", async (t) => {
-  const client = grpcClient(EntitlementService, `127.0.0.1:${t.context.server.port}`);
+  const client = grpcClient(WebhookService, `127.0.0.1:${t.context.server.port}`);
   t.teardown(() => client.close());
   const error = await t.throwsAsync<grpc.ServiceError>(
-    client.call("getEntitlement", create(GetEntitlementRequestSchema, {}), admin(t)),
+    client.call("listSubscriptions", create(ListSubscriptionsRequestSchema, {}), admin(t)),
   );
   t.is(error?.code, grpc.status.UNIMPLEMENTED);
 });

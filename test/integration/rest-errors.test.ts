@@ -119,15 +119,6 @@ test("a duplicate answers 409", async (t) => {
 
 test("an unimplemented RPC answers 501, never a fake success", async (t) => {
   const paths: [string, string, unknown?][] = [
-    ["POST", "/api/v1/activations/license", { activationCode: "x", fingerprint: "y" }],
-    ["POST", "/api/v1/provision/activations/jwt", {}],
-    ["POST", "/api/v1/provision/admin/entitlements", { name: "e" }],
-    [
-      "PUT",
-      "/api/v1/provision/operational/entitlement/entitlements/6f1c2e4a-0000-4000-8000-000000000000/activation-enabled/true",
-    ],
-    ["POST", "/api/v1/provision/usage/try-preallocate/s1/api-calls?amount=2.5"],
-    ["POST", "/api/v1/provision/user-feedback/rating", { rating: 5 }],
     ["GET", "/api/v1/webhooks/admin/subscriptions"],
     ["GET", "/api/v1/webhooks/schemas"],
   ];

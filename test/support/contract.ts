@@ -5,7 +5,11 @@ import { routesFromAnnotations } from "../../src/server/rest/route-table.js";
 import { ALL_SERVICES } from "../../src/services.js";
 
 /** Services with an implementation; the others are registered empty and answer `unimplemented` (501). */
-export const IMPLEMENTED_SERVICES = new Set(["provision.v1.CatalogService", "provision.v1.ClientAdminService"]);
+export const IMPLEMENTED_SERVICES = new Set([
+  "provision.v1.CatalogService",
+  "provision.v1.ClientAdminService",
+  "provision.v1.EntitlementService",
+]);
 
 /** A REST route of the contract that takes client credentials, with its path variables filled in. */
 export interface ClientRoute {

@@ -5,6 +5,7 @@ import { ConnectError, createContextValues } from "@connectrpc/connect";
 import { authorizedCallerKey, type Caller } from "../../auth/auth-interceptor.js";
 import { DomainError } from "../../platform/errors.js";
 import type { Logger } from "../../platform/logger.js";
+import { clientAddressKey, clientAddressOf } from "../client-address.js";
 import { toConnectError } from "../error-interceptor.js";
 import { type Problem, problemFromConnectError, writeJsonText, writeProblem } from "../http-responses.js";
 import type { InProcessCall } from "../in-process-rpc.js";
@@ -85,7 +86,9 @@ export function createRestHandler(options: RestHandlerOptions) {
       answerViolations(response, route, decoded.violations, instance);
       return;
     }
-    const contextValues = createContextValues().set(authorizedCallerKey, caller);
+    const contextValues = createContextValues()
+      .set(authorizedCallerKey, caller)
+      .set(clientAddressKey, clientAddressOf(request));
     try {
       const output = await options.invoke(route.rpc, {
         message: decoded.message,

@@ -1,0 +1,122 @@
+import type { DataSource, EntityManager } from "typeorm";
+import { placeholders, SqlTable } from "../catalog/sql-table.js";
+import { dialectOf } from "../platform/database.js";
+import { ActivationCodeEntity, type ActivationCodeRow } from "./entities.js";
+
+/** What an invitation shows of a device activated with its code. */
+export type ActivatedDevice = { fingerprint: string };
+
+/** Devices activated with one code that a listing names (in registeredFingerprints), the first ones. */
+export const MAX_LISTED_DEVICES = 1000;
+
+const tables = new WeakMap<DataSource, SqlTable<ActivationCodeRow>>();
+
+function codesTable(manager: EntityManager): SqlTable<ActivationCodeRow> {
+  let table = tables.get(manager.connection);
+  if (!table) {
+    table = new SqlTable(manager.connection, ActivationCodeEntity);
+    tables.set(manager.connection, table);
+  }
+  return table;
+}
+
+/** Whether the provider owns the entitlement, and whether it is a template; null when not found. */
+export async function findEntitlementKind(
+  manager: EntityManager,
+  providerId: string,
+  entitlementId: string,
+): Promise<{ isTemplate: boolean } | null> {
+  const [row] = (await manager.query("SELECT is_template FROM entitlements WHERE id = ? AND provider_id = ?", [
+    entitlementId,
+    providerId,
+  ])) as { is_template: unknown }[];
+  return row ? { isTemplate: Number(row.is_template) === 1 } : null;
+}
+
+/** Inserts a code; a taken `codeKey` fails with the driver's unique violation. */
+export async function insertActivationCode(manager: EntityManager, row: ActivationCodeRow): Promise<void> {
+  await codesTable(manager).insert(manager, [row]);
+}
+
+/**
+ * The code with this key, of any provider, locked for the activation that uses it: SELECT ... FOR UPDATE on
+ * MySQL; a plain read on SQLite, whose write transactions run one at a time.
+ */
+export async function findActivationCodeForUpdate(
+  manager: EntityManager,
+  key: string,
+): Promise<ActivationCodeRow | null> {
+  const lock = dialectOf(manager.connection) === "mysql" ? " FOR UPDATE" : "";
+  const [row] = await codesTable(manager).select(manager, `code_key = ?${lock}`, [key]);
+  return row ?? null;
+}
+
+/** One code of the provider's entitlement, deleted or not. */
+export async function findActivationCode(
+  manager: EntityManager,
+  scope: { providerId: string; entitlementId: string },
+  codeId: string,
+): Promise<ActivationCodeRow | null> {
+  const [row] = await codesTable(manager).select(manager, "id = ? AND provider_id = ? AND entitlement_id = ?", [
+    codeId,
+    scope.providerId,
+    scope.entitlementId,
+  ]);
+  return row ?? null;
+}
+
+/** A page of an entitlement's codes, newest first, with the total count. */
+export async function listActivationCodeRows(
+  manager: EntityManager,
+  scope: { providerId: string; entitlementId: string },
+  page: { offset: number; limit: number },
+): Promise<{ rows: ActivationCodeRow[]; total: number }> {
+  const table = codesTable(manager);
+  const where = "provider_id = ? AND entitlement_id = ?";
+  const parameters = [scope.providerId, scope.entitlementId];
+  const raw = (await manager.query(
+    `SELECT ${table.columnList}, COUNT(*) OVER () AS total_count FROM ${table.name} WHERE ${where} ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?`,
+    [...parameters, page.limit, page.offset],
+  )) as Record<string, unknown>[];
+  if (raw.length > 0) return { rows: raw.map((row) => table.hydrate(row)), total: Number(raw[0].total_count) };
+  if (page.offset === 0) return { rows: [], total: 0 };
+  const [count] = (await manager.query(
+    `SELECT COUNT(*) AS total_count FROM ${table.name} WHERE ${where}`,
+    parameters,
+  )) as {
+    total_count: unknown;
+  }[];
+  return { rows: [], total: Number(count.total_count) };
+}
+
+export async function markActivationCodeDeleted(manager: EntityManager, codeId: string): Promise<void> {
+  await manager.query(`UPDATE ${codesTable(manager).name} SET is_deleted = 1 WHERE id = ?`, [codeId]);
+}
+
+/** The devices activated with each code, oldest first, at most MAX_LISTED_DEVICES per code, in one query. */
+export async function loadCodeDevices(
+  manager: EntityManager,
+  codeIds: string[],
+): Promise<Map<string, ActivatedDevice[]>> {
+  const byCode = new Map<string, ActivatedDevice[]>(codeIds.map((id) => [id, []]));
+  if (codeIds.length === 0) return byCode;
+  const raw = (await manager.query(
+    `SELECT activation_code_id, fingerprint FROM (
+       SELECT activation_code_id, fingerprint, created_at,
+              ROW_NUMBER() OVER (PARTITION BY activation_code_id ORDER BY created_at, fingerprint_hash) AS position
+       FROM activation_code_devices WHERE activation_code_id IN (${placeholders(codeIds.length)})
+     ) numbered WHERE position <= ? ORDER BY activation_code_id, position`,
+    [...codeIds, MAX_LISTED_DEVICES],
+  )) as { activation_code_id: string; fingerprint: string }[];
+  for (const row of raw) byCode.get(row.activation_code_id)?.push({ fingerprint: row.fingerprint });
+  return byCode;
+}
+
+/** The code a session was activated with, of any provider, deleted or not. */
+export async function findActivationCodeById(
+  manager: EntityManager,
+  codeId: string,
+): Promise<ActivationCodeRow | null> {
+  const [row] = await codesTable(manager).select(manager, "id = ?", [codeId]);
+  return row ?? null;
+}

@@ -1,0 +1,75 @@
+import type { EntityManager } from "typeorm";
+import type { EntitlementFeatureUpdate } from "../../gen/provision/v1/entitlement_pb.js";
+import { storedDate } from "../catalog/product-mapper.js";
+import { Violations } from "../platform/validation.js";
+import type { EntitlementFeatureRow } from "./entities.js";
+import type { EntitlementRepository } from "./entitlement-repository.js";
+
+/**
+ * Applies an update's `features` to the entitlement's features, each matched by id or else featureCode:
+ * `value` only where canModifyValueOnEntitlement, `isEnabled` only where canModifyEnabledOnEntitlement.
+ * Every refusal is reported at once, naming the field; nothing is written then.
+ */
+export async function applyFeatureUpdates(
+  repository: EntitlementRepository,
+  manager: EntityManager,
+  entitlementId: string,
+  updates: EntitlementFeatureUpdate[],
+  now: Date,
+): Promise<void> {
+  if (updates.length === 0) return;
+  const features = await repository.featuresOf(manager, [entitlementId]);
+  const byId = new Map(features.map((feature) => [feature.id, feature]));
+  const byCode = new Map<string, EntitlementFeatureRow[]>();
+  for (const feature of features) {
+    if (feature.featureCode) byCode.set(feature.featureCode, [...(byCode.get(feature.featureCode) ?? []), feature]);
+  }
+  const violations = new Violations();
+  const changed = new Set<EntitlementFeatureRow>();
+  for (const [index, update] of updates.entries()) {
+    const prefix = `features[${index}].`;
+    const feature = matchOf(update, byId, byCode, violations, prefix);
+    if (!feature) continue;
+    if (update.value !== undefined) {
+      if (feature.canModifyValueOnEntitlement) feature.value = update.value || null;
+      else
+        violations.add(`${prefix}value`, "cannot be changed on an entitlement (canModifyValueOnEntitlement is false)");
+    }
+    if (update.isEnabled !== undefined) {
+      if (feature.canModifyEnabledOnEntitlement) feature.isEnabled = update.isEnabled;
+      else {
+        violations.add(
+          `${prefix}isEnabled`,
+          "cannot be changed on an entitlement (canModifyEnabledOnEntitlement is false)",
+        );
+      }
+    }
+    if (update.featureExpiration) feature.featureExpiration = storedDate(update.featureExpiration);
+    changed.add(feature);
+  }
+  violations.throwIfAny();
+  for (const feature of changed) {
+    feature.updatedAt = now;
+    await repository.updateFeature(manager, feature);
+  }
+}
+
+function matchOf(
+  update: EntitlementFeatureUpdate,
+  byId: Map<string, EntitlementFeatureRow>,
+  byCode: Map<string, EntitlementFeatureRow[]>,
+  violations: Violations,
+  prefix: string,
+): EntitlementFeatureRow | undefined {
+  if (update.id !== "") {
+    const feature = byId.get(update.id.toLowerCase());
+    if (!feature) violations.add(`${prefix}id`, "is not a feature of this entitlement");
+    return feature;
+  }
+  const matches = byCode.get(update.featureCode.trim()) ?? [];
+  if (matches.length === 0) violations.add(`${prefix}featureCode`, "is not the code of a feature of this entitlement");
+  if (matches.length > 1) {
+    violations.add(`${prefix}featureCode`, "is the code of features of several products; send the feature's id");
+  }
+  return matches.length === 1 ? matches[0] : undefined;
+}

@@ -1,0 +1,105 @@
+import { clone, create, fromJsonString, toJsonString } from "@bufbuild/protobuf";
+import { type Duration, timestampFromDate, timestampFromMs } from "@bufbuild/protobuf/wkt";
+import type { Product } from "../../gen/provision/v1/catalog_pb.js";
+import {
+  type ActivationPolicy,
+  ActivationPolicySchema,
+  type Entitlement,
+  type EntitlementFeature,
+  EntitlementFeatureSchema,
+  EntitlementSchema,
+} from "../../gen/provision/v1/entitlement_pb.js";
+import type { EntitlementFeatureRow, EntitlementRow } from "./entities.js";
+
+export function toEntitlement(
+  row: EntitlementRow,
+  products: Product[],
+  features: EntitlementFeatureRow[],
+): Entitlement {
+  return create(EntitlementSchema, {
+    id: row.id,
+    name: row.name,
+    description: row.description ?? "",
+    version: row.version,
+    legalNoticeHtml: row.legalNoticeHtml ?? "",
+    customerContactEmail: row.customerContactEmail,
+    customerContactName: row.customerContactName,
+    customerId: row.customerId,
+    allowLicenseActivation: row.allowLicenseActivation,
+    licenseKey: row.licenseKey ?? "",
+    expirationDateTime: row.expirationDateTime ? timestampFromDate(row.expirationDateTime) : undefined,
+    isEntitlementTrial: row.isEntitlementTrial,
+    isRevoked: row.isRevoked,
+    isTemplateForNewEntitlements: row.isTemplate,
+    products,
+    features: features.map(toEntitlementFeature),
+    activationPolicy: policyOf(row),
+    orderId: row.orderId,
+    reference: row.reference,
+  });
+}
+
+export function toEntitlementFeature(row: EntitlementFeatureRow): EntitlementFeature {
+  return create(EntitlementFeatureSchema, {
+    id: row.id,
+    featureCode: row.featureCode ?? "",
+    productId: row.productId,
+    moduleName: row.moduleName,
+    featurePath: row.featurePath,
+    name: row.name,
+    description: row.description ?? "",
+    value: row.value ?? "",
+    version: row.version,
+    isEnabled: row.isEnabled,
+    isAvailableDuringTrialPeriod: row.isAvailableDuringTrialPeriod,
+    isAvailableDuringGracePeriod: row.isAvailableDuringGracePeriod,
+    canModifyValueOnEntitlement: row.canModifyValueOnEntitlement,
+    meteredAssetId: row.meteredAssetId ?? "",
+    featureExpiration: row.featureExpiration ? timestampFromDate(row.featureExpiration) : undefined,
+    createdAt: timestampFromDate(row.createdAt),
+    updatedAt: timestampFromDate(row.updatedAt),
+  });
+}
+
+/** The stored activation policy, or undefined when there is none. */
+export function policyOf(row: Pick<EntitlementRow, "activationPolicy">): ActivationPolicy | undefined {
+  return row.activationPolicy ? fromJsonString(ActivationPolicySchema, row.activationPolicy) : undefined;
+}
+
+export function policyText(policy: ActivationPolicy | undefined): string | null {
+  return policy ? toJsonString(ActivationPolicySchema, policy) : null;
+}
+
+/**
+ * The policy as a trial entitlement created at `createdAt` holds it: a trial whose period starts at creation
+ * ends `trialPeriod` after it (unless an end is set already). Other policies are answered unchanged.
+ */
+export function withTrialEnd(
+  policy: ActivationPolicy | undefined,
+  isTrial: boolean,
+  createdAt: Date,
+): ActivationPolicy | undefined {
+  const trial = policy?.trialActivationPolicy;
+  const periodMs = durationMs(trial?.trialPeriod);
+  if (!policy || !trial || !isTrial || periodMs === null) return policy;
+  if (trial.trialPeriodStartsAfterFirstActivation || trial.trialEndsAt) return policy;
+  const next = clone(ActivationPolicySchema, policy);
+  if (next.trialActivationPolicy)
+    next.trialActivationPolicy.trialEndsAt = timestampFromMs(createdAt.getTime() + periodMs);
+  return next;
+}
+
+/** The policy without the trial end the service set: what a template or a fresh copy starts from. */
+export function withoutTrialEnd(policy: ActivationPolicy | undefined): ActivationPolicy | undefined {
+  if (!policy?.trialActivationPolicy?.trialEndsAt) return policy;
+  const next = clone(ActivationPolicySchema, policy);
+  if (next.trialActivationPolicy) next.trialActivationPolicy.trialEndsAt = undefined;
+  return next;
+}
+
+/** A span in whole milliseconds; null when unset, zero or negative (such a span counts as unset). */
+function durationMs(duration: Duration | undefined): number | null {
+  if (duration === undefined) return null;
+  const ms = Number(duration.seconds) * 1000 + Math.trunc(duration.nanos / 1_000_000);
+  return ms > 0 ? ms : null;
+}

@@ -1,0 +1,106 @@
+import { compactVerify, decodeProtectedHeader, SignJWT } from "jose";
+import { bearerChallenge } from "../auth/access-tokens.js";
+import { CLOCK_SKEW_SECONDS } from "../auth/key-store.js";
+import type { Clock } from "../platform/clock.js";
+import { DomainError } from "../platform/errors.js";
+import { claimsOfPayload, type LicenseClaims, licensePayload } from "./license-claims.js";
+import { LICENSE_TOKEN_ALGORITHM, type LicenseKeys } from "./license-keys.js";
+import { VerifiedLicenseCache } from "./verified-license-cache.js";
+
+export const LICENSE_TOKEN_TYPE = "license+jwt";
+/** Longer tokens are refused unread (a token with a thousand features stays far below). */
+export const MAX_LICENSE_TOKEN_LENGTH = 256 * 1024;
+
+/**
+ * License tokens: JWS compact, EdDSA, signed with the provider's active key (header `kid`, `typ`
+ * `license+jwt`). A token is accepted from `nbf` (less the clock skew instances may have) through `gex`, the
+ * end of its grace period, not only until `exp`. A token verified once is remembered (by hash) until then.
+ */
+export class LicenseTokens {
+  private readonly verified: VerifiedLicenseCache;
+  private checks = 0;
+
+  constructor(
+    private readonly keys: LicenseKeys,
+    private readonly clock: Clock,
+    cacheCapacity?: number,
+  ) {
+    this.verified = new VerifiedLicenseCache(cacheCapacity);
+  }
+
+  /** How many signatures `verify` has checked: a repeat answered from the cache checks none. */
+  get signatureChecks(): number {
+    return this.checks;
+  }
+
+  async sign(claims: LicenseClaims): Promise<string> {
+    const { kid, privateKey } = await this.keys.signingKey(claims.providerId);
+    return new SignJWT(licensePayload(claims))
+      .setProtectedHeader({ alg: LICENSE_TOKEN_ALGORITHM, kid, typ: LICENSE_TOKEN_TYPE })
+      .sign(privateKey);
+  }
+
+  /** The claims of a token accepted now; an `unauthenticated` DomainError (never quoting the token) otherwise. */
+  async verify(token: string): Promise<LicenseClaims> {
+    const nowMs = this.clock.now().getTime();
+    const remembered = this.verified.get(token, nowMs);
+    if (remembered) return remembered;
+    const claims = await this.verifySigned(token);
+    if (nowMs + CLOCK_SKEW_SECONDS * 1000 < claims.notBefore.getTime())
+      throw refused("the license token is not valid yet");
+    if (nowMs > claims.graceEndsAt.getTime()) throw refused("the license token's grace period has ended", "expired");
+    this.verified.set(token, claims, claims.graceEndsAt.getTime());
+    return claims;
+  }
+
+  private async verifySigned(token: string): Promise<LicenseClaims> {
+    if (token.length > MAX_LICENSE_TOKEN_LENGTH) throw refused("the license token is not valid");
+    const kid = keyIdOf(token);
+    const key = kid === undefined ? undefined : await this.keys.verificationKey(kid);
+    if (!key) throw refused("the license token is not valid");
+    this.checks++;
+    const payload = await compactVerify(token, key.publicKey, { algorithms: [LICENSE_TOKEN_ALGORITHM] }).then(
+      (verified) => parsePayload(verified.payload),
+      () => undefined,
+    );
+    const claims = payload && claimsOfPayload(payload);
+    if (!claims || claims.providerId !== key.providerId) throw refused("the license token is not valid");
+    return frozen(claims);
+  }
+}
+
+/** Claims shared by every caller of a cached token: none may change them for the others. */
+function frozen(claims: LicenseClaims): LicenseClaims {
+  Object.freeze(claims.productIds);
+  Object.freeze(claims.features);
+  return Object.freeze(claims);
+}
+
+/** The `kid` of a well-formed license token's header; undefined for anything else. */
+function keyIdOf(token: string): string | undefined {
+  try {
+    const header = decodeProtectedHeader(token);
+    const wellFormed = header.alg === LICENSE_TOKEN_ALGORITHM && header.typ === LICENSE_TOKEN_TYPE;
+    return wellFormed && typeof header.kid === "string" ? header.kid : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function parsePayload(bytes: Uint8Array): Record<string, unknown> | undefined {
+  try {
+    const payload: unknown = JSON.parse(new TextDecoder().decode(bytes));
+    return typeof payload === "object" && payload !== null && !Array.isArray(payload)
+      ? (payload as Record<string, unknown>)
+      : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function refused(message: string, description = "invalid license token"): DomainError {
+  return new DomainError("unauthenticated", message, {
+    slug: "invalid-license-token",
+    headers: { "www-authenticate": bearerChallenge("invalid_token", description) },
+  });
+}

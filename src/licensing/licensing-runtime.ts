@@ -1,0 +1,59 @@
+import { randomUUID } from "node:crypto";
+import type { DataSource } from "typeorm";
+import type { CatalogRepository } from "../catalog/catalog-repository.js";
+import type { Clock } from "../platform/clock.js";
+import type { InvalidationBus } from "../platform/invalidation-bus.js";
+import type { Logger } from "../platform/logger.js";
+import type { EntitlementFacts } from "./activation-rules.js";
+import { CheckInWriter } from "./check-in-writer.js";
+import { LicenseKeys } from "./license-keys.js";
+import { licenseSessionVerifier } from "./license-session-verifier.js";
+import { LicenseTokens } from "./license-tokens.js";
+import { LicensingCaches } from "./licensing-caches.js";
+import type { LicensingDependencies } from "./licensing-dependencies.js";
+import type { SessionCallDependencies } from "./session-calls.js";
+import { SessionStore } from "./session-store.js";
+
+/** How often each instance writes its sessions' check-ins (what ListSessions shows is at most this old). */
+const CHECK_IN_WRITE_INTERVAL_MS = 1000;
+
+/** The licensing services' parts, built once per instance. */
+export async function createLicensing(options: {
+  dataSource: DataSource;
+  catalog: CatalogRepository;
+  clock: Clock;
+  bus: InvalidationBus;
+  logger: Logger;
+  keyEncryptionKey: Buffer | undefined;
+}) {
+  const { dataSource, clock, logger } = options;
+  const caches = await LicensingCaches.create<EntitlementFacts>(options.bus, clock, logger);
+  const store = new SessionStore(dataSource);
+  const keys = new LicenseKeys(dataSource, clock, options.keyEncryptionKey);
+  const tokens = new LicenseTokens(keys, clock);
+  const checkIns = new CheckInWriter((batch) => store.recordCheckIns(batch), logger, CHECK_IN_WRITE_INTERVAL_MS);
+  const entitlementChanged = (entitlementId: string) => caches.entitlementChanged(entitlementId);
+  const sessionsChanged = (...sessionIds: string[]) => caches.sessionsChanged(...sessionIds);
+  const dependencies: LicensingDependencies = {
+    dataSource,
+    catalog: options.catalog,
+    clock,
+    newId: randomUUID,
+    entitlementChanged,
+    store,
+    sessionsChanged,
+  };
+  const activation: SessionCallDependencies = {
+    dataSource,
+    store,
+    keys,
+    tokens,
+    clock,
+    newId: randomUUID,
+    sessionsChanged,
+    entitlementChanged,
+    caches,
+    checkIns,
+  };
+  return { dependencies, activation, verifier: licenseSessionVerifier(tokens), close: () => checkIns.close() };
+}

@@ -1,0 +1,194 @@
+import { create } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import type { HandlerContext } from "@connectrpc/connect";
+import {
+  type CheckInSessionRequest,
+  type CheckInSessionResponse,
+  CheckInSessionResponseSchema,
+  type ReleaseSessionRequest,
+  type ReleaseSessionResponse,
+  ReleaseSessionResponseSchema,
+  type RenewSessionRequest,
+  type RenewSessionResponse,
+  RenewSessionResponseSchema,
+  SessionStatus,
+} from "../../gen/provision/v1/activation_pb.js";
+import { bearerChallenge } from "../auth/access-tokens.js";
+import { licenseSessionKey } from "../auth/auth-interceptor.js";
+import { inTransaction, readSerially } from "../platform/database.js";
+import { DomainError } from "../platform/errors.js";
+import type { ActivationDependencies } from "./activation.js";
+import { findActivationCodeById } from "./activation-code-store.js";
+import { type EntitlementFacts, enabledFeatures, leaseFor, sessionStatus } from "./activation-rules.js";
+import type { CheckInWriter } from "./check-in-writer.js";
+import { type LicenseSessionRow, SESSION_STATE } from "./entities.js";
+import { buildLicenseClaims } from "./license-claims.js";
+import { codeFacts, entitlementFacts, featureClaims, featureFacts } from "./license-facts.js";
+import type { LicensingCaches } from "./licensing-caches.js";
+
+export interface SessionCallDependencies extends ActivationDependencies {
+  caches: LicensingCaches<EntitlementFacts>;
+  checkIns: CheckInWriter;
+}
+
+/** The session in the path, which the verified token must name; anything else is refused. */
+function sessionOfCall(request: { sessionId: string }, context: HandlerContext): string {
+  const caller = context.values.get(licenseSessionKey);
+  if (!caller || caller.sessionId !== request.sessionId) {
+    throw new DomainError("permission-denied", "the license token belongs to another session", {
+      slug: "wrong-session",
+    });
+  }
+  return caller.sessionId;
+}
+
+function sessionGone(state: number): DomainError {
+  const what = state === SESSION_STATE.released ? "released" : "ended";
+  return new DomainError("unauthenticated", `the license session was ${what}; activate again`, {
+    slug: `session-${what}`,
+    headers: { "www-authenticate": bearerChallenge("invalid_token", `session ${what}`) },
+  });
+}
+
+/** Heartbeat: no database work — the session and the entitlement's standing come from memory when kept. */
+export async function checkInSession(
+  deps: SessionCallDependencies,
+  request: CheckInSessionRequest,
+  context: HandlerContext,
+): Promise<CheckInSessionResponse> {
+  const sessionId = sessionOfCall(request, context);
+  const now = deps.clock.now();
+  const session = await cachedSession(deps, sessionId);
+  if (!session || session.state !== SESSION_STATE.live) throw sessionGone(session?.state ?? SESSION_STATE.ended);
+  const facts = await cachedStanding(deps, session.entitlementId);
+  if (!facts) throw sessionGone(SESSION_STATE.ended);
+  deps.checkIns.record(sessionId, now);
+  const subscription = facts.policy?.subscriptionPolicy;
+  const trialEndsAt = facts.policy?.trialActivationPolicy?.trialEndsAt;
+  return create(CheckInSessionResponseSchema, {
+    sessionId,
+    leaseExpiresAt: timestampFromDate(session.leaseExpiresAt),
+    status: sessionStatus(facts, standingOf(session), now),
+    isRevoked: facts.isRevoked,
+    isSubscriptionActive: subscription ? subscription.isSubscriptionActive : true,
+    expirationDateTime: facts.expirationDateTime ? timestampFromDate(facts.expirationDateTime) : undefined,
+    serverTime: timestampFromDate(now),
+    isEntitlementTrial: facts.isEntitlementTrial,
+    trialEndsAt,
+  });
+}
+
+/** A new lease and token; refused when the standing no longer allows the license to run. */
+export async function renewSession(
+  deps: SessionCallDependencies,
+  request: RenewSessionRequest,
+  context: HandlerContext,
+): Promise<RenewSessionResponse> {
+  const sessionId = sessionOfCall(request, context);
+  const now = deps.clock.now();
+  const requestedMs = request.requestedLeaseDuration
+    ? Number(request.requestedLeaseDuration.seconds) * 1000 + Math.floor(request.requestedLeaseDuration.nanos / 1e6)
+    : null;
+  const { store } = deps;
+  const renewed = await inTransaction(deps.dataSource, async (manager) => {
+    const found = await store.findSession(manager, sessionId, true);
+    if (!found || found.state !== SESSION_STATE.live) throw sessionGone(found?.state ?? SESSION_STATE.ended);
+    const entitlement = await store.findEntitlement(manager, found.entitlementId);
+    const code = await findActivationCodeById(manager, found.activationCodeId);
+    if (!entitlement || !code) throw sessionGone(SESSION_STATE.ended);
+    const products = await store.licensedProducts(manager, entitlement.id);
+    const facts = entitlementFacts(entitlement, products, await store.firstActivation(manager, entitlement.id));
+    const codeFact = codeFacts(code);
+    refuseUnlessRunning(sessionStatus(facts, { ...standingOf(found), trial: code.isTrialActivation }, now));
+    const lease = leaseFor(facts, codeFact, requestedMs, now, facts.firstActivationAt ?? null);
+    await store.extendLease(manager, sessionId, lease);
+    const features = (await store.entitlementFeatures(manager, entitlement.id)).map(featureFacts);
+    const trial = facts.isEntitlementTrial || code.isTrialActivation;
+    const claims = buildLicenseClaims({
+      providerId: entitlement.providerId,
+      entitlementId: entitlement.id,
+      sessionId,
+      issuedAt: now,
+      leaseEndsAt: lease.leaseExpiresAt,
+      graceEndsAt: lease.graceEndsAt,
+      productIds: products.map((product) => product.id),
+      features: featureClaims(enabledFeatures(features, { trial, inGrace: false }, now)),
+      offlineAllowed: facts.policy?.claimBasedActivation?.allowOffLineUse ?? false,
+      trial,
+      fingerprint: found.fingerprint,
+    });
+    return { claims, lease };
+  });
+  await deps.caches.sessionsChanged(sessionId);
+  return create(RenewSessionResponseSchema, {
+    sessionId,
+    licenseToken: await deps.tokens.sign(renewed.claims),
+    leaseExpiresAt: timestampFromDate(renewed.lease.leaseExpiresAt),
+  });
+}
+
+function refuseUnlessRunning(status: SessionStatus): void {
+  const refusals: Partial<Record<SessionStatus, [string, string]>> = {
+    [SessionStatus.REVOKED]: ["the entitlement was revoked", "entitlement-revoked"],
+    [SessionStatus.EXPIRED]: ["the license has expired", "entitlement-expired"],
+    [SessionStatus.SUBSCRIPTION_INACTIVE]: ["the subscription is not active", "subscription-inactive"],
+  };
+  const refusal = refusals[status];
+  if (refusal) throw new DomainError("permission-denied", refusal[0], { slug: refusal[1] });
+}
+
+/**
+ * Ends the session and frees its floating seat, or its device's node-locked seat when the license is
+ * transferable. Releasing again answers as the first release did; an ended session is refused.
+ */
+export async function releaseSession(
+  deps: SessionCallDependencies,
+  request: ReleaseSessionRequest,
+  context: HandlerContext,
+): Promise<ReleaseSessionResponse> {
+  const sessionId = sessionOfCall(request, context);
+  const now = deps.clock.now();
+  const { store } = deps;
+  const { releasedAt, changed } = await inTransaction(deps.dataSource, async (manager) => {
+    const found = await store.findSession(manager, sessionId, true);
+    if (found?.state === SESSION_STATE.released && found.endedAt) return { releasedAt: found.endedAt, changed: false };
+    if (!found || found.state !== SESSION_STATE.live) throw sessionGone(found?.state ?? SESSION_STATE.ended);
+    const entitlement = await store.lockEntitlement(manager, found.entitlementId);
+    await store.endSession(manager, sessionId, SESSION_STATE.released, now);
+    const claim = entitlement ? entitlementFacts(entitlement, [], null).policy?.claimBasedActivation : undefined;
+    if (!found.isFloating && claim?.isTransferableLicense) {
+      await store.removeDevice(manager, found.entitlementId, found.fingerprintHash);
+    }
+    return { releasedAt: now, changed: true };
+  });
+  if (changed) await deps.caches.sessionsChanged(sessionId);
+  return create(ReleaseSessionResponseSchema, { sessionId, released: true, releasedAt: timestampFromDate(releasedAt) });
+}
+
+function standingOf(session: LicenseSessionRow) {
+  return {
+    leaseExpiresAt: session.leaseExpiresAt,
+    graceEndsAt: session.graceEndsAt,
+    released: session.state === SESSION_STATE.released,
+    ended: session.state === SESSION_STATE.ended,
+  };
+}
+
+function cachedSession(deps: SessionCallDependencies, sessionId: string) {
+  const { dataSource, store } = deps;
+  return deps.caches.sessions.get(sessionId, () =>
+    readSerially(dataSource, () => store.findSession(dataSource.manager, sessionId)),
+  );
+}
+
+function cachedStanding(deps: SessionCallDependencies, entitlementId: string) {
+  const { dataSource, store } = deps;
+  return deps.caches.standings.get(entitlementId, () =>
+    readSerially(dataSource, async () => {
+      const row = await store.findEntitlement(dataSource.manager, entitlementId);
+      if (!row) return null;
+      const products = await store.licensedProducts(dataSource.manager, entitlementId);
+      return entitlementFacts(row, products, await store.firstActivation(dataSource.manager, entitlementId));
+    }),
+  );
+}

@@ -1,0 +1,230 @@
+import type { DataSource, EntityManager } from "typeorm";
+import type { ColumnMetadata } from "typeorm/metadata/ColumnMetadata.js";
+import { SqlTable } from "../catalog/sql-table.js";
+import {
+  EntitlementEntity,
+  EntitlementFeatureEntity,
+  type EntitlementFeatureRow,
+  type EntitlementRow,
+  LicenseSessionEntity,
+  type LicenseSessionRow,
+  SESSION_STATE,
+} from "./entities.js";
+
+export interface LicensedProduct {
+  id: string;
+  productCode: string;
+  productVersion: string;
+}
+
+/**
+ * The SQL of seats and sessions. Every activation locks its entitlement's row first (SELECT … FOR UPDATE on
+ * MySQL; SQLite runs one write transaction at a time), so seat counts read under that lock are exact on any
+ * number of instances.
+ */
+export class SessionStore {
+  readonly sessions: SqlTable<LicenseSessionRow>;
+  private readonly entitlements: SqlTable<EntitlementRow>;
+  private readonly features: SqlTable<EntitlementFeatureRow>;
+  private readonly dateColumn: ColumnMetadata;
+  private readonly forUpdate: string;
+
+  constructor(private readonly dataSource: DataSource) {
+    this.sessions = new SqlTable(dataSource, LicenseSessionEntity);
+    this.entitlements = new SqlTable(dataSource, EntitlementEntity);
+    this.features = new SqlTable(dataSource, EntitlementFeatureEntity);
+    this.dateColumn = this.sessions.columns.find((column) => column.propertyName === "graceEndsAt") as ColumnMetadata;
+    this.forUpdate = dataSource.options.type === "mysql" ? " FOR UPDATE" : "";
+  }
+
+  /** A date as the driver stores it, for comparisons in SQL. */
+  date(value: Date): unknown {
+    return this.dataSource.driver.preparePersistentValue(value, this.dateColumn);
+  }
+
+  async lockEntitlement(manager: EntityManager, entitlementId: string): Promise<EntitlementRow | null> {
+    const [row] = await this.entitlements.select(manager, `id = ?${this.forUpdate}`, [entitlementId]);
+    return row ?? null;
+  }
+
+  async findEntitlement(manager: EntityManager, entitlementId: string): Promise<EntitlementRow | null> {
+    const [row] = await this.entitlements.select(manager, "id = ?", [entitlementId]);
+    return row ?? null;
+  }
+
+  async licensedProducts(manager: EntityManager, entitlementId: string): Promise<LicensedProduct[]> {
+    const rows = (await manager.query(
+      "SELECT p.id AS id, p.product_code AS code, p.product_version AS version FROM entitlement_products ep " +
+        "JOIN products p ON p.id = ep.product_id WHERE ep.entitlement_id = ? ORDER BY ep.position",
+      [entitlementId],
+    )) as { id: string; code: string; version: string }[];
+    return rows.map((row) => ({ id: row.id, productCode: row.code, productVersion: row.version }));
+  }
+
+  /** The first activation with any of the entitlement's codes; null before it. */
+  async firstActivation(manager: EntityManager, entitlementId: string): Promise<Date | null> {
+    const [row] = (await manager.query(
+      "SELECT MIN(activation_time_stamp) AS first FROM activation_codes WHERE entitlement_id = ?",
+      [entitlementId],
+    )) as { first: Date | string | null }[];
+    if (!row?.first) return null;
+    return row.first instanceof Date ? row.first : new Date(`${row.first.replace(" ", "T")}Z`);
+  }
+
+  entitlementFeatures(manager: EntityManager, entitlementId: string): Promise<EntitlementFeatureRow[]> {
+    return this.features.select(manager, "entitlement_id = ? ORDER BY created_at, id", [entitlementId]);
+  }
+
+  async storeActivationPolicy(manager: EntityManager, entitlementId: string, policy: string, now: Date) {
+    await manager.query(
+      "UPDATE entitlements SET activation_policy = ?, revision = revision + 1, updated_at = ? WHERE id = ?",
+      [policy, this.date(now), entitlementId],
+    );
+  }
+
+  /** Floating sessions holding a seat at `now`: live, with lease and grace not yet over. */
+  async liveFloatingSessions(manager: EntityManager, entitlementId: string, now: Date): Promise<number> {
+    const [row] = (await manager.query(
+      "SELECT COUNT(*) AS n FROM license_sessions WHERE entitlement_id = ? AND state = ? AND is_floating = ? AND grace_ends_at > ?",
+      [entitlementId, SESSION_STATE.live, this.bool(true), this.date(now)],
+    )) as { n: number | string }[];
+    return Number(row?.n ?? 0);
+  }
+
+  /** Ends the live sessions of one device on an entitlement (it activates again); answers their ids. */
+  async endSessionsOfDevice(manager: EntityManager, entitlementId: string, fingerprintHash: string, now: Date) {
+    const rows = (await manager.query(
+      `SELECT id FROM license_sessions WHERE entitlement_id = ? AND fingerprint_hash = ? AND state = ?${this.forUpdate}`,
+      [entitlementId, fingerprintHash, SESSION_STATE.live],
+    )) as { id: string }[];
+    if (rows.length === 0) return [];
+    const ids = rows.map((row) => row.id);
+    await manager.query(
+      `UPDATE license_sessions SET state = ?, ended_at = ? WHERE id IN (${ids.map(() => "?").join(", ")})`,
+      [SESSION_STATE.ended, this.date(now), ...ids],
+    );
+    return ids;
+  }
+
+  async countDevices(manager: EntityManager, table: DeviceTable, ownerId: string): Promise<number> {
+    const [row] = (await manager.query(`SELECT COUNT(*) AS n FROM ${table.name} WHERE ${table.owner} = ?`, [
+      ownerId,
+    ])) as { n: number | string }[];
+    return Number(row?.n ?? 0);
+  }
+
+  async hasDevice(manager: EntityManager, table: DeviceTable, ownerId: string, fingerprintHash: string) {
+    const rows = (await manager.query(
+      `SELECT 1 AS present FROM ${table.name} WHERE ${table.owner} = ? AND fingerprint_hash = ?`,
+      [ownerId, fingerprintHash],
+    )) as unknown[];
+    return rows.length > 0;
+  }
+
+  async addDevice(manager: EntityManager, table: DeviceTable, device: DeviceToAdd): Promise<void> {
+    const extra = table === ENTITLEMENT_DEVICES ? ", activation_code_id" : "";
+    const values = [device.ownerId, device.fingerprintHash, device.fingerprint, this.date(device.now)];
+    await manager.query(
+      `INSERT INTO ${table.name} (${table.owner}, fingerprint_hash, fingerprint, created_at${extra}) VALUES (?, ?, ?, ?${extra ? ", ?" : ""})`,
+      extra ? [...values, device.activationCodeId] : values,
+    );
+  }
+
+  async removeDevice(manager: EntityManager, entitlementId: string, fingerprintHash: string): Promise<void> {
+    await manager.query("DELETE FROM entitlement_devices WHERE entitlement_id = ? AND fingerprint_hash = ?", [
+      entitlementId,
+      fingerprintHash,
+    ]);
+  }
+
+  async recordCodeUse(manager: EntityManager, codeId: string, consented: boolean, now: Date): Promise<void> {
+    await manager.query(
+      "UPDATE activation_codes SET activation_code_use_count = activation_code_use_count + 1, " +
+        "activation_time_stamp = COALESCE(activation_time_stamp, ?), user_consent = (user_consent OR ?) WHERE id = ?",
+      [this.date(now), this.bool(consented), codeId],
+    );
+  }
+
+  async insertSession(manager: EntityManager, row: LicenseSessionRow): Promise<void> {
+    await this.sessions.insert(manager, [row]);
+  }
+
+  async findSession(manager: EntityManager, sessionId: string, lock = false): Promise<LicenseSessionRow | null> {
+    const [row] = await this.sessions.select(manager, `id = ?${lock ? this.forUpdate : ""}`, [sessionId]);
+    return row ?? null;
+  }
+
+  async endSession(manager: EntityManager, sessionId: string, state: number, now: Date): Promise<void> {
+    await manager.query("UPDATE license_sessions SET state = ?, ended_at = ? WHERE id = ?", [
+      state,
+      this.date(now),
+      sessionId,
+    ]);
+  }
+
+  async extendLease(manager: EntityManager, sessionId: string, lease: { leaseExpiresAt: Date; graceEndsAt: Date }) {
+    await manager.query("UPDATE license_sessions SET lease_expires_at = ?, grace_ends_at = ? WHERE id = ?", [
+      this.date(lease.leaseExpiresAt),
+      this.date(lease.graceEndsAt),
+      sessionId,
+    ]);
+  }
+
+  /** The last check-in of each session, in one statement; a session's time only moves forward. */
+  async recordCheckIns(checkIns: Map<string, Date>): Promise<void> {
+    if (checkIns.size === 0) return;
+    const cases = [...checkIns].map(() => "WHEN ? THEN ?").join(" ");
+    const parameters: unknown[] = [];
+    for (const [id, at] of checkIns) parameters.push(id, this.date(at));
+    const ids = [...checkIns.keys()];
+    const latest = `CASE id ${cases} END`;
+    await this.dataSource.query(
+      `UPDATE license_sessions SET last_check_in_at = ${this.greatest("last_check_in_at", latest)} WHERE id IN (${ids.map(() => "?").join(", ")})`,
+      [...parameters, ...ids],
+    );
+  }
+
+  async listSessions(
+    manager: EntityManager,
+    query: { entitlementId: string; liveOnly: boolean; now: Date; offset: number; limit: number },
+  ): Promise<{ rows: LicenseSessionRow[]; total: number }> {
+    const where = query.liveOnly ? "entitlement_id = ? AND state = ? AND grace_ends_at > ?" : "entitlement_id = ?";
+    const parameters = query.liveOnly
+      ? [query.entitlementId, SESSION_STATE.live, this.date(query.now)]
+      : [query.entitlementId];
+    const [count] = (await manager.query(`SELECT COUNT(*) AS n FROM license_sessions WHERE ${where}`, parameters)) as {
+      n: number | string;
+    }[];
+    const rows = await this.sessions.select(manager, `${where} ORDER BY activated_at DESC, id LIMIT ? OFFSET ?`, [
+      ...parameters,
+      query.limit,
+      query.offset,
+    ]);
+    return { rows, total: Number(count?.n ?? 0) };
+  }
+
+  private greatest(column: string, value: string): string {
+    // SQLite's MAX of two arguments is MySQL's GREATEST.
+    return this.dataSource.options.type === "mysql" ? `GREATEST(${column}, ${value})` : `MAX(${column}, ${value})`;
+  }
+
+  private bool(value: boolean): unknown {
+    return this.dataSource.options.type === "mysql" ? value : value ? 1 : 0;
+  }
+}
+
+export interface DeviceTable {
+  name: string;
+  owner: string;
+}
+
+export const ENTITLEMENT_DEVICES: DeviceTable = { name: "entitlement_devices", owner: "entitlement_id" };
+export const CODE_DEVICES: DeviceTable = { name: "activation_code_devices", owner: "activation_code_id" };
+
+export interface DeviceToAdd {
+  ownerId: string;
+  fingerprintHash: string;
+  fingerprint: string;
+  activationCodeId: string;
+  now: Date;
+}

@@ -1,0 +1,55 @@
+import { PRODUCTS, rest } from "./rest.js";
+
+export const ENTITLEMENTS = "/api/v1/provision/admin/entitlements";
+export const ACTIVATE = "/api/v1/activations/license";
+export const sessionPath = (sessionId: string, call: "renew" | "check-in" | "release") =>
+  `/api/v1/provision/activations/${sessionId}/${call}`;
+export const codesPath = (entitlementId: string) =>
+  `/api/v1/provision/operational/entitlement/${entitlementId}/activation-codes`;
+
+/** A product with one feature, an entitlement for it with `activationPolicy`, and one activation code. */
+export async function entitlementWithCode(
+  baseUrl: string,
+  activationPolicy: Record<string, unknown>,
+  code: Record<string, unknown> = { useEntitlementMaxActivations: true },
+  entitlement: Record<string, unknown> = {},
+) {
+  const suffix = Math.random().toString(36).slice(2, 10);
+  const product = await rest(baseUrl, "POST", PRODUCTS, {
+    productCode: `LIC-${suffix}`,
+    productVersion: "1",
+    name: "Lic",
+  });
+  if (product.status !== 200) throw new Error(`product: ${JSON.stringify(product.body)}`);
+  await rest(baseUrl, "PUT", `${PRODUCTS}/${product.body.id}`, {
+    features: [{ featureCode: "export", name: "Export", value: "10", isEnabled: true }],
+  });
+  const created = await rest(baseUrl, "POST", ENTITLEMENTS, {
+    name: `Customer ${suffix}`,
+    productIds: [product.body.id],
+    activationPolicy,
+    ...entitlement,
+  });
+  if (created.status !== 200) throw new Error(`entitlement: ${JSON.stringify(created.body)}`);
+  const issued = await rest(baseUrl, "POST", codesPath(created.body.id), code);
+  if (issued.status !== 200) throw new Error(`code: ${JSON.stringify(issued.body)}`);
+  return {
+    productId: product.body.id as string,
+    entitlementId: created.body.id as string,
+    code: issued.body.activationCode as string,
+  };
+}
+
+/** An anonymous activation. */
+export function activate(baseUrl: string, body: Record<string, unknown>) {
+  return rest(baseUrl, "POST", ACTIVATE, body, { authorization: "" });
+}
+
+/** The `sid` claim of a license token (read without verifying: tests verify separately). */
+export function sessionIdOf(token: string): string {
+  return JSON.parse(Buffer.from(token.split(".")[1], "base64url").toString("utf8")).sid;
+}
+
+export function sessionCall(baseUrl: string, token: string, call: "renew" | "check-in" | "release", body = {}) {
+  return rest(baseUrl, "POST", sessionPath(sessionIdOf(token), call), body, { authorization: `Bearer ${token}` });
+}
