@@ -1,5 +1,5 @@
 import { create, toJsonString } from "@bufbuild/protobuf";
-import { type Duration, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { type Duration, durationMs, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext } from "@connectrpc/connect";
 import type { DataSource, EntityManager } from "typeorm";
 import { type License, LicenseSchema } from "../../gen/provision/v1/activation_pb.js";
@@ -81,7 +81,7 @@ export async function activate(
     fingerprint: request.fingerprint,
     email: request.email,
     targetSoftwareVersion: request.targetSoftwareVersion,
-    requestedLeaseMs: leaseMsOf(request.requestedLeaseDuration),
+    requestedLeaseMs: requestedLeaseMs(request.requestedLeaseDuration),
     acceptLicenseTerms: request.acceptLicenseTerms,
     user: null,
   };
@@ -115,9 +115,9 @@ function checkRequest(request: ActivationRequest): string {
   return key;
 }
 
-function leaseMsOf(duration: Duration | undefined): number | null {
-  if (!duration) return null;
-  return Number(duration.seconds) * 1000 + Math.floor(duration.nanos / 1_000_000);
+/** A requested lease in milliseconds; null when not sent (the policy's lease then). */
+export function requestedLeaseMs(duration: Duration | undefined): number | null {
+  return duration ? durationMs(duration) : null;
 }
 
 async function activateInTransaction(

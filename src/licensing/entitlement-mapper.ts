@@ -1,5 +1,5 @@
 import { clone, create, fromJsonString, toJsonString } from "@bufbuild/protobuf";
-import { type Duration, timestampFromDate, timestampFromMs } from "@bufbuild/protobuf/wkt";
+import { timestampFromDate, timestampFromMs } from "@bufbuild/protobuf/wkt";
 import type { Product } from "../../gen/provision/v1/catalog_pb.js";
 import {
   type ActivationPolicy,
@@ -10,6 +10,7 @@ import {
   EntitlementSchema,
 } from "../../gen/provision/v1/entitlement_pb.js";
 import type { EntitlementFeatureRow, EntitlementRow } from "./entities.js";
+import { durationMs } from "./policy-time.js";
 
 export function toEntitlement(
   row: EntitlementRow,
@@ -95,11 +96,4 @@ export function withoutTrialEnd(policy: ActivationPolicy | undefined): Activatio
   const next = clone(ActivationPolicySchema, policy);
   if (next.trialActivationPolicy) next.trialActivationPolicy.trialEndsAt = undefined;
   return next;
-}
-
-/** A span in whole milliseconds; null when unset, zero or negative (such a span counts as unset). */
-function durationMs(duration: Duration | undefined): number | null {
-  if (duration === undefined) return null;
-  const ms = Number(duration.seconds) * 1000 + Math.trunc(duration.nanos / 1_000_000);
-  return ms > 0 ? ms : null;
 }

@@ -1,12 +1,7 @@
-import { fromJsonString } from "@bufbuild/protobuf";
-import { type ActivationPolicy, ActivationPolicySchema } from "../../gen/provision/v1/entitlement_pb.js";
 import type { CodeFacts, EntitlementFacts, FeatureFacts } from "./activation-rules.js";
 import type { ActivationCodeRow, EntitlementFeatureRow, EntitlementRow } from "./entities.js";
+import { policyOf } from "./entitlement-mapper.js";
 import type { LicensedProduct } from "./session-store.js";
-
-export function activationPolicyOf(row: EntitlementRow): ActivationPolicy | undefined {
-  return row.activationPolicy ? fromJsonString(ActivationPolicySchema, row.activationPolicy) : undefined;
-}
 
 export function entitlementFacts(
   row: EntitlementRow,
@@ -21,7 +16,7 @@ export function entitlementFacts(
     isEntitlementTrial: row.isEntitlementTrial,
     expirationDateTime: row.expirationDateTime,
     createdAt: row.createdAt,
-    policy: activationPolicyOf(row),
+    policy: policyOf(row),
     products,
     firstActivationAt,
   };

@@ -17,11 +17,12 @@ import { bearerChallenge } from "../auth/access-tokens.js";
 import { licenseSessionKey } from "../auth/auth-interceptor.js";
 import { inTransaction, readSerially } from "../platform/database.js";
 import { DomainError } from "../platform/errors.js";
-import type { ActivationDependencies } from "./activation.js";
+import { type ActivationDependencies, requestedLeaseMs } from "./activation.js";
 import { findActivationCodeById } from "./activation-code-store.js";
 import { type EntitlementFacts, enabledFeatures, leaseFor, sessionStatus } from "./activation-rules.js";
 import type { CheckInWriter } from "./check-in-writer.js";
 import { type LicenseSessionRow, SESSION_STATE } from "./entities.js";
+import { policyOf } from "./entitlement-mapper.js";
 import { buildLicenseClaims } from "./license-claims.js";
 import { codeFacts, entitlementFacts, featureClaims, featureFacts } from "./license-facts.js";
 import type { LicensingCaches } from "./licensing-caches.js";
@@ -86,9 +87,7 @@ export async function renewSession(
 ): Promise<RenewSessionResponse> {
   const sessionId = sessionOfCall(request, context);
   const now = deps.clock.now();
-  const requestedMs = request.requestedLeaseDuration
-    ? Number(request.requestedLeaseDuration.seconds) * 1000 + Math.floor(request.requestedLeaseDuration.nanos / 1e6)
-    : null;
+  const requestedMs = requestedLeaseMs(request.requestedLeaseDuration);
   const { store } = deps;
   const renewed = await inTransaction(deps.dataSource, async (manager) => {
     const found = await store.findSession(manager, sessionId, true);
@@ -155,7 +154,7 @@ export async function releaseSession(
     if (!found || found.state !== SESSION_STATE.live) throw sessionGone(found?.state ?? SESSION_STATE.ended);
     const entitlement = await store.lockEntitlement(manager, found.entitlementId);
     await store.endSession(manager, sessionId, SESSION_STATE.released, now);
-    const claim = entitlement ? entitlementFacts(entitlement, [], null).policy?.claimBasedActivation : undefined;
+    const claim = entitlement ? policyOf(entitlement)?.claimBasedActivation : undefined;
     if (!found.isFloating && claim?.isTransferableLicense) {
       await store.removeDevice(manager, found.entitlementId, found.fingerprintHash);
     }
