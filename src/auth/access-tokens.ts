@@ -18,7 +18,7 @@ export interface AccessTokenClaims {
 
 /** OAuth 2.0 access tokens as JWTs (RFC 9068) signed with the service's own key. */
 export class AccessTokens {
-  private readonly verified = new VerifiedTokenCache();
+  private readonly verified = new VerifiedTokenCache<AccessTokenClaims>();
 
   constructor(
     private readonly keys: KeyStore,

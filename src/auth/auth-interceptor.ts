@@ -112,15 +112,20 @@ function requirementOf(method: DescMethod): AuthRequirement {
   return requirement;
 }
 
-async function authenticateClient(options: AuthInterceptorOptions, authorization: string | null) {
+/** The token of `Authorization: Bearer <token>`; unauthenticated, asking for `what`, when there is none. */
+export function bearerTokenOf(authorization: string | null, what: string): string {
   const match = authorization ? /^Bearer\s+(\S+)\s*$/i.exec(authorization) : null;
   if (!match) {
-    throw new DomainError("unauthenticated", "send an access token: Authorization: Bearer <token>", {
+    throw new DomainError("unauthenticated", `send ${what}: Authorization: Bearer <token>`, {
       slug: "unauthenticated",
       headers: { "www-authenticate": bearerChallenge() },
     });
   }
-  const claims = await options.tokens.verify(match[1]);
+  return match[1];
+}
+
+async function authenticateClient(options: AuthInterceptorOptions, authorization: string | null) {
+  const claims = await options.tokens.verify(bearerTokenOf(authorization, "an access token"));
   const client = await options.clients.get(claims.clientId);
   // A client disabled, deleted (even if made again with its id) or given a new secret since has another
   // token generation: every token issued before is refused, for good.

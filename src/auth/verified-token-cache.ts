@@ -1,26 +1,25 @@
 import { createHash } from "node:crypto";
-import type { AccessTokenClaims } from "./access-tokens.js";
 
 /** How many verified tokens one instance remembers; the least recently used is forgotten first. */
 export const VERIFIED_TOKEN_CACHE_SIZE = 10_000;
 
-interface Entry {
-  claims: AccessTokenClaims;
+interface Entry<Claims> {
+  claims: Claims;
   /** The last instant (ms) the token is accepted, clock skew included. */
   acceptedUntilMs: number;
 }
 
 /**
- * Access tokens whose signature and claims were verified, keyed by a hash of the token, kept until they
- * expire: a repeat caller costs a lookup, not a signature check. Whether the token was revoked since is not
- * this cache's business (the client's token generation is checked on every call).
+ * Tokens (access tokens, license tokens) whose signature and claims were verified, keyed by a hash of the
+ * token, kept until they are no longer accepted: a repeat caller costs a lookup, not a signature check. Whether
+ * the token was revoked since is not this cache's business (its caller checks that on every call).
  */
-export class VerifiedTokenCache {
-  private readonly entries = new Map<string, Entry>();
+export class VerifiedTokenCache<Claims> {
+  private readonly entries = new Map<string, Entry<Claims>>();
 
   constructor(private readonly capacity = VERIFIED_TOKEN_CACHE_SIZE) {}
 
-  get(token: string, nowMs: number): AccessTokenClaims | undefined {
+  get(token: string, nowMs: number): Claims | undefined {
     const key = keyOf(token);
     const entry = this.entries.get(key);
     if (!entry) return undefined;
@@ -30,7 +29,7 @@ export class VerifiedTokenCache {
     return entry.claims;
   }
 
-  set(token: string, claims: AccessTokenClaims, acceptedUntilMs: number): void {
+  set(token: string, claims: Claims, acceptedUntilMs: number): void {
     const key = keyOf(token);
     this.entries.delete(key);
     this.entries.set(key, { claims, acceptedUntilMs });

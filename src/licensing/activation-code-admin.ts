@@ -137,7 +137,6 @@ export async function createActivationCode(
       newId: deps.newId,
     });
   });
-  await deps.entitlementChanged(entitlementId);
   return create(CreateActivationCodeResponseSchema, { activationInvitation: invitation });
 }
 
@@ -176,13 +175,11 @@ export async function deleteActivationCode(
   const entitlementId = requireUuid("entitlementId", request.entitlementId);
   const codeId = requireUuid("activationCodeId", request.activationCodeId);
   const scope = { providerId: providerOf(context), entitlementId };
-  const changed = await inTransaction(deps.dataSource, async (manager) => {
+  // No cached standing holds a code, so nothing is invalidated: activation reads the code in its transaction.
+  await inTransaction(deps.dataSource, async (manager) => {
     const code = await findActivationCode(manager, scope, codeId);
     if (!code) throw notFound("activation code", codeId);
-    if (code.isDeleted) return false;
-    await markActivationCodeDeleted(manager, codeId);
-    return true;
+    if (!code.isDeleted) await markActivationCodeDeleted(manager, codeId);
   });
-  if (changed) await deps.entitlementChanged(entitlementId);
   return create(DeleteActivationCodeResponseSchema);
 }

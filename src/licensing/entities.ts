@@ -25,7 +25,7 @@ export interface EntitlementRow {
   reference: string;
   /** ActivationPolicy in protobuf JSON, or NULL. */
   activationPolicy: string | null;
-  /** Incremented by every change: caches of the entitlement's standing compare it. */
+  /** Incremented by every change. Nothing reads it yet: the standing caches are invalidated by messages. */
   revision: number;
   createdAt: Date;
   updatedAt: Date;

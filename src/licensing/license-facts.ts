@@ -1,6 +1,8 @@
-import type { CodeFacts, EntitlementFacts, FeatureFacts } from "./activation-rules.js";
+import { preAuthorizedDevicesOf } from "./activation-code-mapper.js";
+import { type CodeFacts, type EntitlementFacts, enabledFeatures, type FeatureFacts } from "./activation-rules.js";
 import type { ActivationCodeRow, EntitlementFeatureRow, EntitlementRow } from "./entities.js";
 import { policyOf } from "./entitlement-mapper.js";
+import { buildLicenseClaims, type LicenseClaims } from "./license-claims.js";
 import type { LicensedProduct } from "./session-store.js";
 
 export function entitlementFacts(
@@ -29,7 +31,7 @@ export function codeFacts(row: ActivationCodeRow): CodeFacts {
     userId: row.userId,
     organizationGroupId: row.organizationGroupId,
     fingerprint: row.fingerprint,
-    preAuthorizedDevices: row.preAuthorizedDevices ? (JSON.parse(row.preAuthorizedDevices) as string[]) : [],
+    preAuthorizedDevices: preAuthorizedDevicesOf(row),
     isDeleted: row.isDeleted,
     expirationTimeStamp: row.expirationTimeStamp,
     requiresUserConsent: row.requiresUserConsent,
@@ -58,4 +60,31 @@ export function featureClaims(features: FeatureFacts[]): Record<string, string> 
   const claims: Record<string, string> = {};
   for (const feature of features) claims[feature.featureCode || feature.id] = feature.value;
   return claims;
+}
+
+/** The claims of a license for a session with this lease: features as the rules enable them now. */
+export function licenseClaimsFor(license: {
+  entitlement: EntitlementRow;
+  facts: EntitlementFacts;
+  sessionId: string;
+  fingerprint: string;
+  lease: { leaseExpiresAt: Date; graceEndsAt: Date };
+  features: EntitlementFeatureRow[];
+  trial: boolean;
+  now: Date;
+}): LicenseClaims {
+  const { entitlement, facts, lease, trial, now } = license;
+  return buildLicenseClaims({
+    providerId: entitlement.providerId,
+    entitlementId: entitlement.id,
+    sessionId: license.sessionId,
+    issuedAt: now,
+    leaseEndsAt: lease.leaseExpiresAt,
+    graceEndsAt: lease.graceEndsAt,
+    productIds: facts.products.map((product) => product.id),
+    features: featureClaims(enabledFeatures(license.features.map(featureFacts), { trial, inGrace: false }, now)),
+    offlineAllowed: facts.policy?.claimBasedActivation?.allowOffLineUse ?? false,
+    trial,
+    fingerprint: license.fingerprint,
+  });
 }

@@ -1,11 +1,11 @@
 import { compactVerify, decodeProtectedHeader, SignJWT } from "jose";
 import { bearerChallenge } from "../auth/access-tokens.js";
 import { CLOCK_SKEW_SECONDS } from "../auth/key-store.js";
+import { VerifiedTokenCache } from "../auth/verified-token-cache.js";
 import type { Clock } from "../platform/clock.js";
 import { DomainError } from "../platform/errors.js";
 import { claimsOfPayload, type LicenseClaims, licensePayload } from "./license-claims.js";
 import { LICENSE_TOKEN_ALGORITHM, type LicenseKeys } from "./license-keys.js";
-import { VerifiedLicenseCache } from "./verified-license-cache.js";
 
 export const LICENSE_TOKEN_TYPE = "license+jwt";
 /** Longer tokens are refused unread (a token with a thousand features stays far below). */
@@ -16,16 +16,19 @@ export const MAX_LICENSE_TOKEN_LENGTH = 256 * 1024;
  * `license+jwt`). A token is accepted from `nbf` (less the clock skew instances may have) through `gex`, the
  * end of its grace period, not only until `exp`. A token verified once is remembered (by hash) until then.
  */
+/** Verified tokens one instance remembers: one per live session it serves, as many as sessions it caches. */
+export const LICENSE_TOKEN_CACHE_SIZE = 100_000;
+
 export class LicenseTokens {
-  private readonly verified: VerifiedLicenseCache;
+  private readonly verified: VerifiedTokenCache<LicenseClaims>;
   private checks = 0;
 
   constructor(
     private readonly keys: LicenseKeys,
     private readonly clock: Clock,
-    cacheCapacity?: number,
+    cacheCapacity = LICENSE_TOKEN_CACHE_SIZE,
   ) {
-    this.verified = new VerifiedLicenseCache(cacheCapacity);
+    this.verified = new VerifiedTokenCache<LicenseClaims>(cacheCapacity);
   }
 
   /** How many signatures `verify` has checked: a repeat answered from the cache checks none. */

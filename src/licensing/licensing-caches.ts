@@ -3,6 +3,7 @@ import { InvalidatedCache } from "../platform/invalidated-cache.js";
 import type { InvalidationBus } from "../platform/invalidation-bus.js";
 import type { Logger } from "../platform/logger.js";
 import type { LicenseSessionRow } from "./entities.js";
+import { LICENSE_TOKEN_CACHE_SIZE } from "./license-tokens.js";
 
 export const SESSION_CHANGED_CHANNEL = "license-session-changed";
 export const ENTITLEMENT_CHANGED_CHANNEL = "entitlement-changed";
@@ -25,7 +26,7 @@ export class LicensingCaches<Standing> {
     const sessions = await InvalidatedCache.create<LicenseSessionRow | null>({
       ...common,
       channel: SESSION_CHANGED_CHANNEL,
-      capacity: 200_000,
+      capacity: LICENSE_TOKEN_CACHE_SIZE,
     });
     const standings = await InvalidatedCache.create<Standing | null>({
       ...common,

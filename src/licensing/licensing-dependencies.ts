@@ -11,8 +11,8 @@ export interface LicensingDependencies {
   clock: Clock;
   newId: () => string;
   /**
-   * Tells every instance that an entitlement (or one of its codes) changed, once the change is committed:
-   * cached standings used by check-in are dropped. Call it after every committed write.
+   * Tells every instance that an entitlement changed, once the change is committed: cached standings used by
+   * check-in are dropped. Call it after every committed write to an entitlement's row, products or features.
    */
   entitlementChanged: (entitlementId: string) => Promise<void>;
   /** Seats and sessions. */

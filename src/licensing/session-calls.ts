@@ -14,33 +14,33 @@ import {
   SessionStatus,
 } from "../../gen/provision/v1/activation_pb.js";
 import { bearerChallenge } from "../auth/access-tokens.js";
-import { licenseSessionKey } from "../auth/auth-interceptor.js";
+import { type LicenseSessionCaller, licenseSessionKey } from "../auth/auth-interceptor.js";
 import { inTransaction, readSerially } from "../platform/database.js";
 import { DomainError } from "../platform/errors.js";
 import { type ActivationDependencies, requestedLeaseMs } from "./activation.js";
 import { findActivationCodeById } from "./activation-code-store.js";
-import { type EntitlementFacts, enabledFeatures, leaseFor, sessionStatus } from "./activation-rules.js";
+import { type EntitlementFacts, isTrialActivation, leaseFor, sessionStatus } from "./activation-rules.js";
 import type { CheckInWriter } from "./check-in-writer.js";
 import { type LicenseSessionRow, SESSION_STATE } from "./entities.js";
 import { policyOf } from "./entitlement-mapper.js";
-import { buildLicenseClaims } from "./license-claims.js";
-import { codeFacts, entitlementFacts, featureClaims, featureFacts } from "./license-facts.js";
+import { codeFacts, licenseClaimsFor } from "./license-facts.js";
 import type { LicensingCaches } from "./licensing-caches.js";
+import { effectiveSubscription } from "./subscription-periods.js";
 
 export interface SessionCallDependencies extends ActivationDependencies {
   caches: LicensingCaches<EntitlementFacts>;
   checkIns: CheckInWriter;
 }
 
-/** The session in the path, which the verified token must name; anything else is refused. */
-function sessionOfCall(request: { sessionId: string }, context: HandlerContext): string {
+/** The caller's session, which must be the one in the path; a token of another session is refused. */
+function sessionOfCall(request: { sessionId: string }, context: HandlerContext): LicenseSessionCaller {
   const caller = context.values.get(licenseSessionKey);
   if (!caller || caller.sessionId !== request.sessionId) {
     throw new DomainError("permission-denied", "the license token belongs to another session", {
       slug: "wrong-session",
     });
   }
-  return caller.sessionId;
+  return caller;
 }
 
 function sessionGone(state: number): DomainError {
@@ -57,7 +57,7 @@ export async function checkInSession(
   request: CheckInSessionRequest,
   context: HandlerContext,
 ): Promise<CheckInSessionResponse> {
-  const sessionId = sessionOfCall(request, context);
+  const { sessionId } = sessionOfCall(request, context);
   const now = deps.clock.now();
   const session = await cachedSession(deps, sessionId);
   if (!session || session.state !== SESSION_STATE.live) throw sessionGone(session?.state ?? SESSION_STATE.ended);
@@ -65,17 +65,16 @@ export async function checkInSession(
   if (!facts) throw sessionGone(SESSION_STATE.ended);
   deps.checkIns.record(sessionId, now);
   const subscription = facts.policy?.subscriptionPolicy;
-  const trialEndsAt = facts.policy?.trialActivationPolicy?.trialEndsAt;
   return create(CheckInSessionResponseSchema, {
     sessionId,
     leaseExpiresAt: timestampFromDate(session.leaseExpiresAt),
     status: sessionStatus(facts, standingOf(session), now),
     isRevoked: facts.isRevoked,
-    isSubscriptionActive: subscription ? subscription.isSubscriptionActive : true,
+    isSubscriptionActive: subscription ? effectiveSubscription(subscription, now).active : true,
     expirationDateTime: facts.expirationDateTime ? timestampFromDate(facts.expirationDateTime) : undefined,
     serverTime: timestampFromDate(now),
     isEntitlementTrial: facts.isEntitlementTrial,
-    trialEndsAt,
+    trialEndsAt: facts.policy?.trialActivationPolicy?.trialEndsAt,
   });
 }
 
@@ -85,36 +84,31 @@ export async function renewSession(
   request: RenewSessionRequest,
   context: HandlerContext,
 ): Promise<RenewSessionResponse> {
-  const sessionId = sessionOfCall(request, context);
+  const { sessionId } = sessionOfCall(request, context);
   const now = deps.clock.now();
   const requestedMs = requestedLeaseMs(request.requestedLeaseDuration);
   const { store } = deps;
   const renewed = await inTransaction(deps.dataSource, async (manager) => {
     const found = await store.findSession(manager, sessionId, true);
     if (!found || found.state !== SESSION_STATE.live) throw sessionGone(found?.state ?? SESSION_STATE.ended);
-    const entitlement = await store.findEntitlement(manager, found.entitlementId);
+    const loaded = await store.entitlementFacts(manager, found.entitlementId);
     const code = await findActivationCodeById(manager, found.activationCodeId);
-    if (!entitlement || !code) throw sessionGone(SESSION_STATE.ended);
-    const products = await store.licensedProducts(manager, entitlement.id);
-    const facts = entitlementFacts(entitlement, products, await store.firstActivation(manager, entitlement.id));
-    const codeFact = codeFacts(code);
-    refuseUnlessRunning(sessionStatus(facts, { ...standingOf(found), trial: code.isTrialActivation }, now));
-    const lease = leaseFor(facts, codeFact, requestedMs, now, facts.firstActivationAt ?? null);
+    if (!loaded || !code) throw sessionGone(SESSION_STATE.ended);
+    const { row: entitlement, facts } = loaded;
+    const trial = isTrialActivation(facts, code);
+    refuseUnlessRunning(sessionStatus(facts, { ...standingOf(found), trial }, now));
+    const lease = leaseFor(facts, codeFacts(code), requestedMs, now, facts.firstActivationAt ?? null);
     await store.extendLease(manager, sessionId, lease);
-    const features = (await store.entitlementFeatures(manager, entitlement.id)).map(featureFacts);
-    const trial = facts.isEntitlementTrial || code.isTrialActivation;
-    const claims = buildLicenseClaims({
-      providerId: entitlement.providerId,
-      entitlementId: entitlement.id,
+    const features = await store.entitlementFeatures(manager, entitlement.id);
+    const claims = licenseClaimsFor({
+      entitlement,
+      facts,
       sessionId,
-      issuedAt: now,
-      leaseEndsAt: lease.leaseExpiresAt,
-      graceEndsAt: lease.graceEndsAt,
-      productIds: products.map((product) => product.id),
-      features: featureClaims(enabledFeatures(features, { trial, inGrace: false }, now)),
-      offlineAllowed: facts.policy?.claimBasedActivation?.allowOffLineUse ?? false,
-      trial,
       fingerprint: found.fingerprint,
+      lease,
+      features,
+      trial,
+      now,
     });
     return { claims, lease };
   });
@@ -138,24 +132,26 @@ function refuseUnlessRunning(status: SessionStatus): void {
 
 /**
  * Ends the session and frees its floating seat, or its device's node-locked seat when the license is
- * transferable. Releasing again answers as the first release did; an ended session is refused.
+ * transferable. Releasing again answers as the first release did; an ended session is refused. Locks the
+ * entitlement before the session, in the order activation and EndSession take them.
  */
 export async function releaseSession(
   deps: SessionCallDependencies,
   request: ReleaseSessionRequest,
   context: HandlerContext,
 ): Promise<ReleaseSessionResponse> {
-  const sessionId = sessionOfCall(request, context);
+  const { sessionId, entitlementId } = sessionOfCall(request, context);
   const now = deps.clock.now();
   const { store } = deps;
   const { releasedAt, changed } = await inTransaction(deps.dataSource, async (manager) => {
+    const entitlement = await store.lockEntitlement(manager, entitlementId);
     const found = await store.findSession(manager, sessionId, true);
     if (found?.state === SESSION_STATE.released && found.endedAt) return { releasedAt: found.endedAt, changed: false };
-    if (!found || found.state !== SESSION_STATE.live) throw sessionGone(found?.state ?? SESSION_STATE.ended);
-    const entitlement = await store.lockEntitlement(manager, found.entitlementId);
+    if (!entitlement || !found || found.state !== SESSION_STATE.live) {
+      throw sessionGone(found?.state ?? SESSION_STATE.ended);
+    }
     await store.endSession(manager, sessionId, SESSION_STATE.released, now);
-    const claim = entitlement ? policyOf(entitlement)?.claimBasedActivation : undefined;
-    if (!found.isFloating && claim?.isTransferableLicense) {
+    if (!found.isFloating && policyOf(entitlement)?.claimBasedActivation?.isTransferableLicense) {
       await store.removeDevice(manager, found.entitlementId, found.fingerprintHash);
     }
     return { releasedAt: now, changed: true };
@@ -183,11 +179,9 @@ function cachedSession(deps: SessionCallDependencies, sessionId: string) {
 function cachedStanding(deps: SessionCallDependencies, entitlementId: string) {
   const { dataSource, store } = deps;
   return deps.caches.standings.get(entitlementId, () =>
-    readSerially(dataSource, async () => {
-      const row = await store.findEntitlement(dataSource.manager, entitlementId);
-      if (!row) return null;
-      const products = await store.licensedProducts(dataSource.manager, entitlementId);
-      return entitlementFacts(row, products, await store.firstActivation(dataSource.manager, entitlementId));
-    }),
+    readSerially(
+      dataSource,
+      async () => (await store.entitlementFacts(dataSource.manager, entitlementId))?.facts ?? null,
+    ),
   );
 }

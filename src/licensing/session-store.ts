@@ -1,6 +1,7 @@
 import type { DataSource, EntityManager } from "typeorm";
 import type { ColumnMetadata } from "typeorm/metadata/ColumnMetadata.js";
 import { SqlTable } from "../catalog/sql-table.js";
+import { writeSerially } from "../platform/database.js";
 import {
   EntitlementEntity,
   EntitlementFeatureEntity,
@@ -10,6 +11,7 @@ import {
   type LicenseSessionRow,
   SESSION_STATE,
 } from "./entities.js";
+import { entitlementFacts } from "./license-facts.js";
 
 export interface LicensedProduct {
   id: string;
@@ -66,9 +68,19 @@ export class SessionStore {
     const [row] = (await manager.query(
       "SELECT MIN(activation_time_stamp) AS first FROM activation_codes WHERE entitlement_id = ?",
       [entitlementId],
-    )) as { first: Date | string | null }[];
+    )) as { first: unknown }[];
     if (!row?.first) return null;
-    return row.first instanceof Date ? row.first : new Date(`${row.first.replace(" ", "T")}Z`);
+    return this.dataSource.driver.prepareHydratedValue(row.first, this.dateColumn) as Date;
+  }
+
+  /** What the policy rules read of an entitlement: its row, products and first activation; null when absent. */
+  async entitlementFacts(manager: EntityManager, entitlementId: string, lock = false) {
+    const row = lock
+      ? await this.lockEntitlement(manager, entitlementId)
+      : await this.findEntitlement(manager, entitlementId);
+    if (!row) return null;
+    const products = await this.licensedProducts(manager, entitlementId);
+    return { row, facts: entitlementFacts(row, products, await this.firstActivation(manager, entitlementId)) };
   }
 
   entitlementFeatures(manager: EntityManager, entitlementId: string): Promise<EntitlementFeatureRow[]> {
@@ -178,9 +190,13 @@ export class SessionStore {
     for (const [id, at] of checkIns) parameters.push(id, this.date(at));
     const ids = [...checkIns.keys()];
     const latest = `CASE id ${cases} END`;
-    await this.dataSource.query(
-      `UPDATE license_sessions SET last_check_in_at = ${this.greatest("last_check_in_at", latest)} WHERE id IN (${ids.map(() => "?").join(", ")})`,
-      [...parameters, ...ids],
+    // Through SQLite's write queue: on its one shared connection it would otherwise join (and could be rolled
+    // back with) another request's open transaction.
+    await writeSerially(this.dataSource, () =>
+      this.dataSource.query(
+        `UPDATE license_sessions SET last_check_in_at = ${this.greatest("last_check_in_at", latest)} WHERE id IN (${ids.map(() => "?").join(", ")})`,
+        [...parameters, ...ids],
+      ),
     );
   }
 

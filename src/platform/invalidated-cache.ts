@@ -17,16 +17,22 @@ export interface InvalidatedCacheOptions<V> {
   keeps?: (value: V) => boolean;
 }
 
+/** A load under way; an invalidation of its key while it runs makes it stale (answered, not kept). */
+interface Load<V> {
+  promise: Promise<V>;
+  stale: boolean;
+}
+
 /**
  * Values loaded on a miss and kept in this instance until their key's change is published on the invalidation
  * bus, by any instance. The bus can miss messages, so: nothing is kept while it is not listening, everything is
- * dropped when it resets, a load that raced an invalidation is not kept (an epoch counts invalidations), and
- * no entry is served past its maximum age.
+ * dropped when it resets, a load that raced an invalidation of its key is not kept, and no entry is served past
+ * its maximum age. Callers that miss the same key at once share one load.
  */
 export class InvalidatedCache<V> {
   private readonly entries = new Map<string, { value: V; loadedAtMs: number; weight: number }>();
+  private readonly loads = new Map<string, Load<V>>();
   private weight = 0;
-  private epoch = 0;
 
   private constructor(private readonly options: InvalidatedCacheOptions<V>) {}
 
@@ -54,10 +60,17 @@ export class InvalidatedCache<V> {
       this.entries.set(key, cached);
       return cached.value;
     }
-    const epoch = this.epoch;
-    const value = await load();
-    if (epoch === this.epoch && bus.listening && (keeps?.(value) ?? true)) this.remember(key, value, now);
-    return value;
+    const running = this.loads.get(key);
+    if (running) return running.promise;
+    const started: Load<V> = { promise: load(), stale: false };
+    this.loads.set(key, started);
+    try {
+      const value = await started.promise;
+      if (!started.stale && bus.listening && (keeps?.(value) ?? true)) this.remember(key, value, now);
+      return value;
+    } finally {
+      if (this.loads.get(key) === started) this.loads.delete(key);
+    }
   }
 
   /** Tells every instance (this one included) that the values of `keys` changed. */
@@ -78,12 +91,17 @@ export class InvalidatedCache<V> {
   }
 
   private forget(key: string): void {
-    this.epoch++;
+    const running = this.loads.get(key);
+    if (running) {
+      running.stale = true;
+      this.loads.delete(key);
+    }
     this.drop(key);
   }
 
   private forgetAll(): void {
-    this.epoch++;
+    for (const running of this.loads.values()) running.stale = true;
+    this.loads.clear();
     this.entries.clear();
     this.weight = 0;
   }

@@ -188,3 +188,31 @@ test("a change other instances cannot be told of is logged, and still dropped he
   t.true(lines.some((line) => line.includes("could not tell other instances of a product change")));
   t.is((await products.get("provider", "p", async () => productOf("changed")))?.name, "changed");
 });
+
+test("callers missing one key at once share one load, and a change of that key alone makes it stale", async (t) => {
+  const cache = await cacheOf(controlledBus());
+  let release: (value: string) => void = () => undefined;
+  let loads = 0;
+  const slow = () => {
+    loads++;
+    return new Promise<string>((resolve) => {
+      release = resolve;
+    });
+  };
+  const [first, second] = [cache.get("a", slow), cache.get("a", slow)];
+  const other = cache.get("b", async () => "b loaded");
+  await cache.changed("b");
+  release("a loaded");
+  t.deepEqual(await Promise.all([first, second]), ["a loaded", "a loaded"]);
+  t.is(loads, 1, "one load for both callers");
+  t.is(await other, "b loaded");
+  t.is(await cache.get("a", async () => "loaded again"), "a loaded", "a change of another key left it kept");
+
+  const racing = cache.get("c", slow);
+  await cache.changed("c");
+  const after = cache.get("c", async () => "c after the change");
+  release("c before the change");
+  t.is(await racing, "c before the change");
+  t.is(await after, "c after the change", "a caller after the change does not join the stale load");
+  t.is(await cache.get("c", async () => "c loaded later"), "c after the change");
+});

@@ -1,12 +1,13 @@
 import test from "ava";
+import { VerifiedTokenCache } from "../../src/auth/verified-token-cache.js";
 import {
   buildLicenseClaims,
   claimsOfPayload,
   fingerprintHash,
+  type LicenseClaims,
   type LicenseClaimsInput,
   licensePayload,
 } from "../../src/licensing/license-claims.js";
-import { VerifiedLicenseCache } from "../../src/licensing/verified-license-cache.js";
 
 const PROVIDER = "5b0c3a52-8a53-4b8e-9d0f-0d7c52f3a001";
 const ENTITLEMENT = "5b0c3a52-8a53-4b8e-9d0f-0d7c52f3a002";
@@ -114,7 +115,7 @@ test("a payload with a claim missing, of the wrong type or of another version re
 });
 
 test("the verified-license cache forgets a token after its grace period and the least recently used first", (t) => {
-  const cache = new VerifiedLicenseCache(2);
+  const cache = new VerifiedTokenCache<LicenseClaims>(2);
   const claims = buildLicenseClaims(input());
   cache.set("token-a", claims, 1000);
   cache.set("token-b", claims, 1000);
