@@ -55,7 +55,7 @@ export function uniqueRuleOf(error: QueryFailedError): UniqueRule {
   const message = String((error.driverError as { message?: string })?.message ?? error.message);
   if (/uq_products_provider_code|products\.product_code/.test(message)) return "product-code";
   if (/uq_features_product_code|features\.feature_code/.test(message)) return "feature-code";
-  if (/uq_monitored_assets_product_metric|monitored_assets\.metric_name/.test(message)) return "asset-metric";
+  if (/uq_monitored_assets_|monitored_assets\.metric_name/.test(message)) return "asset-metric";
   if (/PRIMARY|\.id\b/.test(message)) return "id";
   return "unknown";
 }
@@ -112,7 +112,7 @@ export class CatalogRepository {
     });
   }
 
-  /** Features and assets of many products in one query, each ordered by creation. */
+  /** Features and (own, not entitlements' copies) assets of many products in one query, each ordered by creation. */
   async loadChildren(productIds: string[], manager: EntityManager = this.dataSource.manager) {
     const { features, assets } = this.tables;
     const raw = productIds.length
@@ -147,19 +147,20 @@ export class CatalogRepository {
 
   /**
    * Features and assets side by side: one UNION ALL whose columns are those of both tables, NULL where a
-   * table has no such column; `child_kind` tells the rows apart.
+   * table has no such column; `child_kind` tells the rows apart. Entitlements' copies of assets are left out.
    */
   private childrenSqlFor(count: number): string {
     let sql = this.childrenSql.get(count);
     if (!sql) {
       const { features, assets } = this.tables;
       const names = [...new Set([...features.columns, ...assets.columns].map((column) => column.databaseName))];
-      const selectOf = (table: SqlTable<{ id: string }>, kind: string) => {
+      const selectOf = (table: SqlTable<{ id: string }>, kind: string, scope = "") => {
         const own = new Set(table.columns.map((column) => column.databaseName));
         const list = names.map((name) => (own.has(name) ? this.quote(name) : `NULL AS ${this.quote(name)}`));
-        return `SELECT '${kind}' AS child_kind, ${list.join(", ")} FROM ${table.name} WHERE product_id IN (${placeholders(count)})`;
+        return `SELECT '${kind}' AS child_kind, ${list.join(", ")} FROM ${table.name} WHERE product_id IN (${placeholders(count)})${scope}`;
       };
-      sql = `${selectOf(features, "f")} UNION ALL ${selectOf(assets, "a")} ORDER BY child_kind, created_at, id`;
+      const ownAssets = " AND entitlement_id IS NULL";
+      sql = `${selectOf(features, "f")} UNION ALL ${selectOf(assets, "a", ownAssets)} ORDER BY child_kind, created_at, id`;
       this.childrenSql.set(count, sql);
     }
     return sql;
@@ -349,11 +350,11 @@ export class CatalogTransaction {
   }
 
   async insertAsset(row: MonitoredAssetRow): Promise<void> {
-    await this.tables.assets.insert(this.manager, [row]);
+    await this.tables.assets.insert(this.manager, [productLevel(row)]);
   }
 
   async updateAsset(row: MonitoredAssetRow): Promise<void> {
-    await this.tables.assets.update(this.manager, row);
+    await this.tables.assets.update(this.manager, productLevel(row));
   }
 
   /** Applies `writes` in chunks (products before the assets and features that refer to them), pausing between. */
@@ -361,8 +362,8 @@ export class CatalogTransaction {
     const { products, features, assets } = this.tables;
     await products.insert(this.manager, writes.insertProducts, this.pause);
     await this.updateAll(products, writes.updateProducts);
-    await assets.insert(this.manager, writes.insertAssets, this.pause);
-    await this.updateAll(assets, writes.updateAssets);
+    await assets.insert(this.manager, writes.insertAssets.map(productLevel), this.pause);
+    await this.updateAll(assets, writes.updateAssets.map(productLevel));
     await features.insert(this.manager, writes.insertFeatures, this.pause);
     await this.updateAll(features, writes.updateFeatures);
   }
@@ -388,6 +389,15 @@ export class CatalogTransaction {
   private forUpdate(): string {
     return this.dialect === "mysql" ? " FOR UPDATE" : "";
   }
+}
+
+/**
+ * The catalog writes only a product's own assets (entitlements copy theirs): an entitlementId sent with one is
+ * dropped, in the row itself too, so that what the caller answers is what was stored.
+ */
+function productLevel(row: MonitoredAssetRow): MonitoredAssetRow {
+  row.entitlementId = null;
+  return row;
 }
 
 function push<T extends { productId: string }>(groups: Map<string, T[]>, row: T): void {

@@ -9,12 +9,6 @@ interface CopyContext {
 }
 
 /**
- * Off until monitored_assets' unique (product_id, metric_name) admits an entitlement's copy beside its
- * product's asset (a migration for the metering issue); until then a copy would fail the insert.
- */
-const COPIES_ASSETS = false;
-
-/**
  * What a new entitlement holds of catalog products (in the order asked): their live features, and a copy of
  * each monitored asset owned by the entitlement; a feature metered by an asset is metered by its copy.
  */
@@ -24,7 +18,7 @@ export function contentsFromCatalog(
   context: CopyContext,
 ): EntitlementContents {
   const assetIds = new Map<string, string>();
-  const assets = COPIES_ASSETS ? catalog.assets.map((asset) => copiedAsset(asset, assetIds, context)) : [];
+  const assets = catalog.assets.map((asset) => copiedAsset(asset, assetIds, context));
   const features = catalog.features.map(
     (feature): EntitlementFeatureRow => ({
       id: context.newId(),

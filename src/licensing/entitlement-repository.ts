@@ -190,7 +190,7 @@ export class EntitlementRepository {
     return {
       productIds: links.map((link) => link.product_id),
       features: await this.featuresOf(manager, [entitlementId]),
-      assets: await this.assets.select(manager, "entitlement_id = ? ORDER BY created_at, id", [entitlementId]),
+      assets: await this.assets.select(manager, "entitlement_id = ? ORDER BY metric_name, id", [entitlementId]),
     };
   }
 
@@ -226,7 +226,8 @@ export class EntitlementRepository {
         )
       : [];
     const features = await this.featuresOf(manager, ids);
-    const assets = await this.assets.select(manager, `entitlement_id IN (${list}) ORDER BY created_at, id`, ids);
+    // Copies are made together (one creation time): ordered by metric name, as features are by code.
+    const assets = await this.assets.select(manager, `entitlement_id IN (${list}) ORDER BY metric_name, id`, ids);
     const featuresOfProduct = groupBy(catalogFeatures, (row) => row.productId);
     const featuresOfEntitlement = groupBy(features, (row) => row.entitlementId);
     const assetsOfEntitlement = groupBy(assets, (row) => row.entitlementId ?? "");

@@ -181,16 +181,130 @@ for (const mode of MODES) {
     t.is(taken.body.type, "urn:provision:problem:license-key-taken");
   });
 
-  // Fails until monitored_assets lets an entitlement's copy share its product's metricName: the unique index
-  // uq_monitored_assets_product_metric (product_id, metric_name) refuses every copy (see the report).
-  test(`${mode}: create from a product with monitored assets succeeds (asset copies wait for a migration)`, async (t) => {
+  test(`${mode}: entitlements and templates each get their own copy of each monitored asset`, async (t) => {
     const { server } = t.context[mode];
-    const product = await catalogProduct(server, `MA-${mode}-${Date.now()}`, [], ["api-calls"]);
-    t.is(product.monitoredAssets.length, 1);
-    const created = await rest(server.baseUrl, "POST", ENTITLEMENTS, { name: "with assets", productIds: [product.id] });
-    t.is(created.status, 200, JSON.stringify(created.body));
+    const id = tag();
+    const product = expectStatus(
+      await rest(server.baseUrl, "POST", PRODUCTS, { productCode: `METERED-${id}` }),
+      200,
+      "product",
+    );
+    const assetsPath = `${PRODUCTS}/${product.id}/monitored-resources`;
+    const addAsset = async (body: Record<string, unknown>) =>
+      expectStatus(await rest(server.baseUrl, "POST", assetsPath, body), 200, "asset");
+    const calls = await addAsset({ metricName: "api-calls", name: "API calls", unit: "calls" });
+    const storage = await addAsset({ metricName: "storage", name: "Storage", unit: "GB" });
+    const features = [{ featureCode: "api", meteredAssetId: calls.id }, { featureCode: "plain" }];
+    expectStatus(await rest(server.baseUrl, "PUT", `${PRODUCTS}/${product.id}`, { features }), 200, "features");
+    const catalogIds = [calls.id, storage.id];
+
+    interface EntitledAsset {
+      id: string;
+      productId: string;
+      entitlementId: string;
+      metricName: string;
+      name: string;
+      unit: string;
+    }
+
+    /** The parts of an entitlement's JSON that asset copies show in. */
+    interface Entitled {
+      id: string;
+      products: { id: string; monitoredAssets: EntitledAsset[] }[];
+      features: { featureCode: string; meteredAssetId: string }[];
+    }
+
+    /** Asserts `entitlement` holds a copy of each catalog asset, its "api" feature metered by its own copy. */
+    const assertOwnCopies = (entitlement: Entitled, what: string) => {
+      const [view] = entitlement.products;
+      t.is(view.id, product.id, what);
+      const copies = view.monitoredAssets;
+      t.deepEqual(
+        copies.map((asset) => [asset.metricName, asset.name, asset.unit, asset.productId, asset.entitlementId]),
+        [
+          ["api-calls", "API calls", "calls", product.id, entitlement.id],
+          ["storage", "Storage", "GB", product.id, entitlement.id],
+        ],
+        what,
+      );
+      t.false(
+        copies.some((asset) => catalogIds.includes(asset.id)),
+        `${what}: new ids`,
+      );
+      const metered = Object.fromEntries(entitlement.features.map((f) => [f.featureCode, f.meteredAssetId]));
+      t.deepEqual(metered, { api: copies[0].id, plain: "" }, `${what}: metered by its own copy`);
+      return copies;
+    };
+
+    const entitlement = await createEntitlement(server, { name: `Metered ${id}`, productIds: [product.id] });
+    const template = expectStatus(
+      await rest(server.baseUrl, "POST", `${ENTITLEMENTS}/templates/to-template`, {
+        entitlementId: entitlement.id,
+        templateName: `Metered ${id}`,
+        templateVersion: "1",
+      }),
+      200,
+      "to template",
+    );
+    const fromTemplate = expectStatus(
+      await rest(server.baseUrl, "POST", `${ENTITLEMENTS}/templates/from-template`, {
+        entitlementTemplateId: template.id,
+      }),
+      200,
+      "from template",
+    ).entitlement;
+    const copyIds = [entitlement, template, fromTemplate].flatMap((made, index) =>
+      assertOwnCopies(made, ["entitlement", "template", "from template"][index]).map((asset) => asset.id),
+    );
+    t.is(new Set([...copyIds, ...catalogIds]).size, 8, "every copy is a row of its own");
+
+    const ownAssets = (listed: { monitoredAssets: { id: string }[] }) => listed.monitoredAssets.map((a) => a.id);
+    const read = expectStatus(await rest(server.baseUrl, "GET", `${PRODUCTS}/${product.id}`), 200, "product read");
+    t.deepEqual(ownAssets(read), catalogIds, "GET shows the product's own assets only");
+    const list = expectStatus(
+      await rest(server.baseUrl, "GET", `${PRODUCTS}?filter=${encodeURIComponent(`productCode=METERED-${id}`)}`),
+      200,
+      "product list",
+    );
+    t.deepEqual(list.items.map(ownAssets), [catalogIds], "the list shows the product's own assets only");
+
+    /** The copies each of the three holds, as GET answers them. */
+    const copiesNow = async () =>
+      Promise.all(
+        [entitlement, template, fromTemplate].map(async (made) => {
+          const read = expectStatus(await rest(server.baseUrl, "GET", `${ENTITLEMENTS}/${made.id}`), 200, "read");
+          return read.products[0].monitoredAssets as EntitledAsset[];
+        }),
+      );
+    const before = await copiesNow();
+    t.deepEqual(
+      before.flatMap((copies) => copies.map((asset) => asset.id)),
+      copyIds,
+    );
+    const updated = expectStatus(
+      await rest(server.baseUrl, "PUT", assetsPath, { metricName: "api-calls", name: "API requests", unit: "req" }),
+      200,
+      "update asset",
+    );
+    t.like(updated, { id: calls.id, name: "API requests", unit: "req", entitlementId: "" });
+    const imported = expectStatus(
+      await rest(server.baseUrl, "POST", `${PRODUCTS}/import`, [
+        { productCode: `METERED-${id}`, monitoredAssets: [{ metricName: "storage", name: "Disk", unit: "TB" }] },
+      ]),
+      200,
+      "import",
+    );
+    t.is(imported.updatedCount, 1);
+    t.deepEqual(await copiesNow(), before, "the copies are untouched");
+    const reread = expectStatus(await rest(server.baseUrl, "GET", `${PRODUCTS}/${product.id}`), 200, "product");
+    t.deepEqual(
+      reread.monitoredAssets.map((asset: EntitledAsset) => [asset.id, asset.name, asset.unit]),
+      [
+        [calls.id, "API requests", "req"],
+        [storage.id, "Disk", "TB"],
+      ],
+    );
   });
-  test.todo(`${mode}: create gives the entitlement its own copy of each monitored asset`);
 
   test(`${mode}: a trial starting at first activation gets no trialEndsAt at creation`, async (t) => {
     const { server } = t.context[mode];
