@@ -2,11 +2,13 @@ import type { DataSource, EntityManager, QueryFailedError } from "typeorm";
 import {
   type Dialect,
   dialectOf,
+  forUpdate,
   inTransaction,
   readSerially,
   writeSerially,
   yieldToEventLoop,
 } from "../platform/database.js";
+import { type FilterTerm, filterClauses, type ListColumns, orderSql, type SortKey } from "../platform/list-query.js";
 import {
   FeatureEntity,
   type FeatureRow,
@@ -15,7 +17,7 @@ import {
   ProductEntity,
   type ProductRow,
 } from "./entities.js";
-import { type FilterTerm, type ProductField, type SortKey, TEXT_SEARCH_FIELDS } from "./product-query.js";
+import { type ProductField, TEXT_SEARCH_FIELDS } from "./product-query.js";
 import { placeholders, SqlTable } from "./sql-table.js";
 
 export interface ProductTree {
@@ -25,8 +27,8 @@ export interface ProductTree {
 }
 
 export interface ProductPageQuery {
-  filter: FilterTerm[];
-  sort: SortKey[];
+  filter: FilterTerm<ProductField>[];
+  sort: SortKey<ProductField>[];
   offset: number;
   limit: number;
 }
@@ -46,7 +48,10 @@ const PRODUCT_COLUMNS: Record<ProductField, string> = {
   revisionNumber: "revision_number",
 };
 
-const FREE_TEXT_COLUMNS = TEXT_SEARCH_FIELDS.map((field) => PRODUCT_COLUMNS[field]);
+const PRODUCT_LIST: ListColumns<ProductField> = {
+  columns: PRODUCT_COLUMNS,
+  textColumns: TEXT_SEARCH_FIELDS.map((field) => PRODUCT_COLUMNS[field]),
+};
 
 /** Which unique rule a write broke, from the constraint named in the driver's message. */
 export type UniqueRule = "product-code" | "feature-code" | "asset-metric" | "id" | "unknown";
@@ -75,27 +80,18 @@ export class CatalogRepository {
     };
   }
 
-  /** A page and the total count in one query (a second one only when the page lies past the end). */
   async listProducts(providerId: string, query: ProductPageQuery): Promise<{ rows: ProductRow[]; total: number }> {
     const { where, parameters } = this.filterSql(providerId, query.filter);
-    const order = query.sort
-      .map((key) => `${PRODUCT_COLUMNS[key.field]} ${key.direction === "desc" ? "DESC" : "ASC"}`)
-      .concat("id ASC")
-      .join(", ");
-    const products = this.tables.products;
-    return readSerially(this.dataSource, async () => {
-      const raw = (await this.dataSource.query(
-        `SELECT ${products.columnList}, COUNT(*) OVER () AS total_count FROM ${products.name} WHERE ${where} ORDER BY ${order} LIMIT ? OFFSET ?`,
-        [...parameters, query.limit, query.offset],
-      )) as Record<string, unknown>[];
-      if (raw.length > 0) return { rows: raw.map((row) => products.hydrate(row)), total: Number(raw[0].total_count) };
-      if (query.offset === 0) return { rows: [], total: 0 };
-      const [count] = (await this.dataSource.query(
-        `SELECT COUNT(*) AS total_count FROM ${products.name} WHERE ${where}`,
+    const order = orderSql(PRODUCT_COLUMNS, query.sort);
+    return readSerially(this.dataSource, () =>
+      this.tables.products.page(this.dataSource.manager, {
+        where,
         parameters,
-      )) as { total_count: unknown }[];
-      return { rows: [], total: Number(count.total_count) };
-    });
+        order,
+        offset: query.offset,
+        limit: query.limit,
+      }),
+    );
   }
 
   /** A product with its features and assets, in two queries. */
@@ -170,32 +166,16 @@ export class CatalogRepository {
     return this.dataSource.driver.escape(name);
   }
 
-  private filterSql(providerId: string, terms: FilterTerm[]): { where: string; parameters: unknown[] } {
+  private filterSql(providerId: string, terms: FilterTerm<ProductField>[]): { where: string; parameters: unknown[] } {
     const clauses = ["provider_id = ?"];
     const parameters: unknown[] = [providerId];
     if (!terms.some((term) => term.kind === "compare" && term.field === "isDeleted")) {
       clauses.push("is_deleted = ?");
       parameters.push(this.columnValue("isDeleted", false));
     }
-    for (const term of terms) {
-      if (term.kind === "text") {
-        const pattern = `%${escapeLike(term.text.toLowerCase())}%`;
-        clauses.push(`(${FREE_TEXT_COLUMNS.map((column) => `LOWER(${column}) LIKE ? ESCAPE '!'`).join(" OR ")})`);
-        parameters.push(...FREE_TEXT_COLUMNS.map(() => pattern));
-        continue;
-      }
-      const column = PRODUCT_COLUMNS[term.field];
-      if (term.op === "~") {
-        clauses.push(`LOWER(${column}) LIKE ? ESCAPE '!'`);
-        parameters.push(`%${escapeLike(String(term.value).toLowerCase())}%`);
-      } else if (term.op === "!=") {
-        clauses.push(`(${column} IS NULL OR ${column} <> ?)`);
-        parameters.push(this.columnValue(term.field, term.value));
-      } else {
-        clauses.push(`${column} ${term.op} ?`);
-        parameters.push(this.columnValue(term.field, term.value));
-      }
-    }
+    const filter = filterClauses(PRODUCT_LIST, terms, (field, value) => this.columnValue(field, value));
+    clauses.push(...filter.clauses);
+    parameters.push(...filter.parameters);
     return { where: clauses.join(" AND "), parameters };
   }
 
@@ -254,10 +234,11 @@ export class CatalogTransaction {
   }
 
   async lockProduct(providerId: string, productId: string): Promise<ProductRow | null> {
-    const [row] = await this.tables.products.select(this.manager, `id = ? AND provider_id = ?${this.forUpdate()}`, [
-      productId,
-      providerId,
-    ]);
+    const [row] = await this.tables.products.select(
+      this.manager,
+      `id = ? AND provider_id = ?${forUpdate(this.dialect)}`,
+      [productId, providerId],
+    );
     return row ?? null;
   }
 
@@ -271,7 +252,7 @@ export class CatalogTransaction {
     if (productCodes.length === 0) return [];
     return this.tables.products.select(
       this.manager,
-      `provider_id = ? AND product_code IN (${placeholders(productCodes.length)})${this.forUpdate()}`,
+      `provider_id = ? AND product_code IN (${placeholders(productCodes.length)})${forUpdate(this.dialect)}`,
       [providerId, ...productCodes],
     );
   }
@@ -385,10 +366,6 @@ export class CatalogTransaction {
     }[];
     return new Set(rows.map((row) => row.id));
   }
-
-  private forUpdate(): string {
-    return this.dialect === "mysql" ? " FOR UPDATE" : "";
-  }
 }
 
 /**
@@ -404,8 +381,4 @@ function push<T extends { productId: string }>(groups: Map<string, T[]>, row: T)
   const group = groups.get(row.productId);
   if (group) group.push(row);
   else groups.set(row.productId, [row]);
-}
-
-function escapeLike(text: string): string {
-  return text.replace(/[!%_]/g, (character) => `!${character}`);
 }

@@ -40,6 +40,27 @@ export class SqlTable<Row extends { id: string }> {
     return row as Row;
   }
 
+  /** A page and the total count in one query (a second one only when the page lies past the end). */
+  async page(
+    manager: EntityManager,
+    query: { where: string; parameters: unknown[]; order: string; offset: number; limit: number },
+  ): Promise<{ rows: Row[]; total: number }> {
+    const { where, parameters } = query;
+    const raw = (await manager.query(
+      `SELECT ${this.columnList}, COUNT(*) OVER () AS total_count FROM ${this.name} WHERE ${where} ORDER BY ${query.order} LIMIT ? OFFSET ?`,
+      [...parameters, query.limit, query.offset],
+    )) as Record<string, unknown>[];
+    if (raw.length > 0) return { rows: raw.map((row) => this.hydrate(row)), total: Number(raw[0].total_count) };
+    if (query.offset === 0) return { rows: [], total: 0 };
+    const [count] = (await manager.query(
+      `SELECT COUNT(*) AS total_count FROM ${this.name} WHERE ${where}`,
+      parameters,
+    )) as {
+      total_count: unknown;
+    }[];
+    return { rows: [], total: Number(count.total_count) };
+  }
+
   async select(manager: EntityManager, where: string, parameters: unknown[]): Promise<Row[]> {
     const raw = (await manager.query(
       `SELECT ${this.columnList} FROM ${this.name} WHERE ${where}`,

@@ -1,4 +1,10 @@
-import { type FilterTerm, type QueryFieldSpec, queryLanguage, type SortKey } from "../catalog/product-query.js";
+import {
+  type FilterTerm,
+  type ListColumns,
+  type QueryFieldSpec,
+  queryLanguage,
+  type SortKey,
+} from "../platform/list-query.js";
 
 /** The fields ListEntitlements can filter on (all of them) and sort by (`sortable`), by JSON name. */
 export const ENTITLEMENT_FIELDS = {
@@ -39,8 +45,11 @@ export function entitlementPropertyOf(field: EntitlementField): string {
   return field === "isTemplateForNewEntitlements" ? "isTemplate" : field;
 }
 
-/** The columns a free-text term is matched against. */
-export const ENTITLEMENT_TEXT_COLUMNS = ["name", "customer_contact_email", "order_id", "license_key"];
+/** The columns of the fields, and those a free-text term is matched against. */
+export const ENTITLEMENT_LIST: ListColumns<EntitlementField> = {
+  columns: ENTITLEMENT_COLUMNS,
+  textColumns: ["name", "customer_contact_email", "order_id", "license_key"],
+};
 
 const language = queryLanguage<EntitlementField>(ENTITLEMENT_FIELDS, "createdAt");
 
@@ -52,48 +61,4 @@ export function parseEntitlementFilter(input: string): EntitlementFilterTerm[] {
 /** Parses the ListEntitlements `sortOrder`; blank sorts by createdAt. */
 export function parseEntitlementSort(input: string): EntitlementSortKey[] {
   return language.parseSort(input);
-}
-
-/**
- * The WHERE clause of a filter (every term must hold), with its parameters; `storedValue` converts a compared
- * value as the driver stores it in the field's column.
- */
-export function entitlementFilterSql(
-  terms: EntitlementFilterTerm[],
-  storedValue: (field: EntitlementField, value: unknown) => unknown,
-): { clauses: string[]; parameters: unknown[] } {
-  const clauses: string[] = [];
-  const parameters: unknown[] = [];
-  for (const term of terms) {
-    if (term.kind === "text") {
-      const pattern = containsPattern(term.text);
-      clauses.push(`(${ENTITLEMENT_TEXT_COLUMNS.map((column) => `LOWER(${column}) LIKE ? ESCAPE '!'`).join(" OR ")})`);
-      parameters.push(...ENTITLEMENT_TEXT_COLUMNS.map(() => pattern));
-      continue;
-    }
-    const column = ENTITLEMENT_COLUMNS[term.field];
-    if (term.op === "~") {
-      clauses.push(`LOWER(${column}) LIKE ? ESCAPE '!'`);
-      parameters.push(containsPattern(String(term.value)));
-    } else if (term.op === "!=") {
-      clauses.push(`(${column} IS NULL OR ${column} <> ?)`);
-      parameters.push(storedValue(term.field, term.value));
-    } else {
-      clauses.push(`${column} ${term.op} ?`);
-      parameters.push(storedValue(term.field, term.value));
-    }
-  }
-  return { clauses, parameters };
-}
-
-/** ORDER BY of a sort, ending with id so that pages never overlap. */
-export function entitlementOrderSql(sort: EntitlementSortKey[]): string {
-  return sort
-    .map((key) => `${ENTITLEMENT_COLUMNS[key.field]} ${key.direction === "desc" ? "DESC" : "ASC"}`)
-    .concat("id ASC")
-    .join(", ");
-}
-
-function containsPattern(text: string): string {
-  return `%${text.toLowerCase().replace(/[!%_]/g, (character) => `!${character}`)}%`;
 }

@@ -5,7 +5,8 @@ import type { CatalogRepository } from "../catalog/catalog-repository.js";
 import type { FeatureRow, MonitoredAssetRow, ProductRow } from "../catalog/entities.js";
 import { toProduct } from "../catalog/product-mapper.js";
 import { placeholders, SqlTable } from "../catalog/sql-table.js";
-import { dialectOf, readSerially, yieldToEventLoop } from "../platform/database.js";
+import { dialectOf, forUpdate, readSerially, yieldToEventLoop } from "../platform/database.js";
+import { filterClauses, orderSql } from "../platform/list-query.js";
 import {
   EntitlementEntity,
   EntitlementFeatureEntity,
@@ -14,11 +15,11 @@ import {
 } from "./entities.js";
 import { toEntitlement } from "./entitlement-mapper.js";
 import {
+  ENTITLEMENT_COLUMNS,
+  ENTITLEMENT_LIST,
   type EntitlementField,
   type EntitlementFilterTerm,
   type EntitlementSortKey,
-  entitlementFilterSql,
-  entitlementOrderSql,
   entitlementPropertyOf,
 } from "./entitlement-query.js";
 
@@ -85,10 +86,11 @@ export class EntitlementRepository {
 
   /** The provider's entitlement; locked for the transaction's writes when `lock` (MySQL). */
   async find(manager: EntityManager, providerId: string, id: string, lock = false): Promise<EntitlementRow | null> {
-    const [row] = await this.entitlements.select(manager, `id = ? AND provider_id = ?${lock ? this.forUpdate() : ""}`, [
-      id,
-      providerId,
-    ]);
+    const [row] = await this.entitlements.select(
+      manager,
+      `id = ? AND provider_id = ?${lock ? forUpdate(dialectOf(this.dataSource)) : ""}`,
+      [id, providerId],
+    );
     return row ?? null;
   }
 
@@ -108,23 +110,16 @@ export class EntitlementRepository {
     return row ?? null;
   }
 
-  /** A page and the total count in one query (a second one only when the page lies past the end). */
+  /** A page of the provider's entitlements and their total count. */
   async page(providerId: string, query: EntitlementPageQuery): Promise<{ rows: EntitlementRow[]; total: number }> {
-    const filter = entitlementFilterSql(query.filter, (field, value) => this.columnValue(field, value));
-    const where = ["provider_id = ?", ...filter.clauses].join(" AND ");
-    const parameters = [providerId, ...filter.parameters];
-    const table = this.entitlements;
-    const raw = (await this.dataSource.query(
-      `SELECT ${table.columnList}, COUNT(*) OVER () AS total_count FROM ${table.name} WHERE ${where} ORDER BY ${entitlementOrderSql(query.sort)} LIMIT ? OFFSET ?`,
-      [...parameters, query.limit, query.offset],
-    )) as Record<string, unknown>[];
-    if (raw.length > 0) return { rows: raw.map((row) => table.hydrate(row)), total: Number(raw[0].total_count) };
-    if (query.offset === 0) return { rows: [], total: 0 };
-    const [count] = (await this.dataSource.query(
-      `SELECT COUNT(*) AS total_count FROM ${table.name} WHERE ${where}`,
-      parameters,
-    )) as { total_count: unknown }[];
-    return { rows: [], total: Number(count.total_count) };
+    const filter = filterClauses(ENTITLEMENT_LIST, query.filter, (field, value) => this.columnValue(field, value));
+    return this.entitlements.page(this.dataSource.manager, {
+      where: ["provider_id = ?", ...filter.clauses].join(" AND "),
+      parameters: [providerId, ...filter.parameters],
+      order: orderSql(ENTITLEMENT_COLUMNS, query.sort),
+      offset: query.offset,
+      limit: query.limit,
+    });
   }
 
   /** Reads outside a transaction, after any write under way on SQLite. */
@@ -271,10 +266,6 @@ export class EntitlementRepository {
 
   private quote(name: string): string {
     return this.dataSource.driver.escape(name);
-  }
-
-  private forUpdate(): string {
-    return dialectOf(this.dataSource) === "mysql" ? " FOR UPDATE" : "";
   }
 }
 

@@ -1,7 +1,7 @@
 import type { DataSource, EntityManager } from "typeorm";
 import type { ColumnMetadata } from "typeorm/metadata/ColumnMetadata.js";
 import { SqlTable } from "../catalog/sql-table.js";
-import { writeSerially } from "../platform/database.js";
+import { dialectOf, forUpdate, writeSerially } from "../platform/database.js";
 import {
   EntitlementEntity,
   EntitlementFeatureEntity,
@@ -36,7 +36,7 @@ export class SessionStore {
     this.entitlements = new SqlTable(dataSource, EntitlementEntity);
     this.features = new SqlTable(dataSource, EntitlementFeatureEntity);
     this.dateColumn = this.sessions.columns.find((column) => column.propertyName === "graceEndsAt") as ColumnMetadata;
-    this.forUpdate = dataSource.options.type === "mysql" ? " FOR UPDATE" : "";
+    this.forUpdate = forUpdate(dialectOf(dataSource));
   }
 
   /** A date as the driver stores it, for comparisons in SQL. */
@@ -208,15 +208,13 @@ export class SessionStore {
     const parameters = query.liveOnly
       ? [query.entitlementId, SESSION_STATE.live, this.date(query.now)]
       : [query.entitlementId];
-    const [count] = (await manager.query(`SELECT COUNT(*) AS n FROM license_sessions WHERE ${where}`, parameters)) as {
-      n: number | string;
-    }[];
-    const rows = await this.sessions.select(manager, `${where} ORDER BY activated_at DESC, id LIMIT ? OFFSET ?`, [
-      ...parameters,
-      query.limit,
-      query.offset,
-    ]);
-    return { rows, total: Number(count?.n ?? 0) };
+    return this.sessions.page(manager, {
+      where,
+      parameters,
+      order: "activated_at DESC, id",
+      offset: query.offset,
+      limit: query.limit,
+    });
   }
 
   private greatest(column: string, value: string): string {

@@ -68,6 +68,11 @@ export function dialectOf(dataSource: DataSource): Dialect {
   return dataSource.options.type === "mysql" ? "mysql" : "sqlite";
 }
 
+/** A SELECT's row-lock clause: ` FOR UPDATE` on MySQL; none on SQLite, whose write transactions run one at a time. */
+export function forUpdate(dialect: Dialect): string {
+  return dialect === "mysql" ? " FOR UPDATE" : "";
+}
+
 /** Applies pending migrations, one instance at a time; returns the names of those applied. */
 export async function migrate(dataSource: DataSource): Promise<string[]> {
   return withDatabaseLock(dataSource, "provision-migrations", async () => {

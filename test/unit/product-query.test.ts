@@ -1,12 +1,13 @@
 import test, { type ExecutionContext } from "ava";
 import {
-  type FilterTerm,
   PRODUCT_FIELDS,
+  type ProductField,
   parseProductFilter,
   parseProductSort,
   TEXT_SEARCH_FIELDS,
 } from "../../src/catalog/product-query.js";
 import { DomainError } from "../../src/platform/errors.js";
+import type { FilterTerm } from "../../src/platform/list-query.js";
 
 function rejects(t: ExecutionContext, field: "filter" | "sortOrder", fn: () => unknown, pattern: RegExp): void {
   const error = t.throws(fn, { instanceOf: DomainError });
@@ -167,7 +168,7 @@ test("filter: comparisons and free text mix, separated by any whitespace", (t) =
     { kind: "compare", field: "status", op: "=", value: 2 },
     { kind: "text", text: "big deal" },
     { kind: "compare", field: "isLocked", op: "=", value: false },
-  ] satisfies FilterTerm[]);
+  ] satisfies FilterTerm<ProductField>[]);
 });
 
 test("filter: unknown fields", (t) => {
