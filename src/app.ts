@@ -113,6 +113,7 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
     bus,
     logger,
     keyEncryptionKey: config.auth.keyEncryptionKey,
+    userTokens: config.userTokens,
   });
   const implementations = implementServices({
     repository: catalog,

@@ -120,3 +120,49 @@ export async function findActivationCodeById(
   const [row] = await codesTable(manager).select(manager, "id = ?", [codeId]);
   return row ?? null;
 }
+
+/** What a user's invitations resolve to: their distinct entitlements (at most 2 listed) and the newest code key. */
+export interface UserInvitations {
+  /** Two entries when there are two or more. */
+  entitlementIds: string[];
+  /** The newest live code inviting the user, when exactly one entitlement is invited. */
+  codeKey: string | null;
+}
+
+/**
+ * The live codes (not deleted, not expired at `now`) inviting a user by id or by one of their groups, of any
+ * provider, on entitlements that are neither templates nor revoked. Ids and groups are compared lower case,
+ * as codes store them; each branch reads its own index (0005-user-codes).
+ */
+export async function findUserInvitations(
+  manager: EntityManager,
+  user: { id: string; groups: string[] },
+  now: Date,
+): Promise<UserInvitations> {
+  const table = codesTable(manager);
+  const expiry = table.columns.find((column) => column.propertyName === "expirationTimeStamp");
+  const at = expiry ? manager.connection.driver.preparePersistentValue(now, expiry) : now;
+  const groups = [...new Set(user.groups.map((group) => group.toLowerCase()))].filter((group) => group.length <= 36);
+  const live = `c.is_deleted = 0 AND (c.expiration_time_stamp IS NULL OR c.expiration_time_stamp > ?)
+    AND e.is_template = 0 AND e.is_revoked = 0`;
+  const branch = (match: string) =>
+    `SELECT c.entitlement_id, c.code_key, c.created_at, c.id FROM ${table.name} c
+     JOIN entitlements e ON e.id = c.entitlement_id WHERE ${match} AND ${live}`;
+  const branches = [branch("c.user_id = ?")];
+  const parameters: unknown[] = [user.id.toLowerCase(), at];
+  if (groups.length > 0) {
+    branches.push(branch(`c.organization_group_id IN (${placeholders(groups.length)})`));
+    parameters.push(...groups, at);
+  }
+  const invited = `(${branches.join(" UNION ALL ")}) invited`;
+  const entitlements = (await manager.query(`SELECT DISTINCT entitlement_id FROM ${invited} LIMIT 2`, parameters)) as {
+    entitlement_id: string;
+  }[];
+  const entitlementIds = entitlements.map((row) => row.entitlement_id);
+  if (entitlementIds.length !== 1) return { entitlementIds, codeKey: null };
+  const [newest] = (await manager.query(
+    `SELECT code_key FROM ${invited} WHERE entitlement_id = ? ORDER BY created_at DESC, id DESC LIMIT 1`,
+    [...parameters, entitlementIds[0]],
+  )) as { code_key: string }[];
+  return { entitlementIds, codeKey: newest?.code_key ?? null };
+}

@@ -2,10 +2,12 @@ import { randomUUID } from "node:crypto";
 import type { DataSource } from "typeorm";
 import type { CatalogRepository } from "../catalog/catalog-repository.js";
 import type { Clock } from "../platform/clock.js";
+import type { UserTokenConfig } from "../platform/config.js";
 import type { InvalidationBus } from "../platform/invalidation-bus.js";
 import type { Logger } from "../platform/logger.js";
 import type { EntitlementFacts } from "./activation-rules.js";
 import { CheckInWriter } from "./check-in-writer.js";
+import { ClientHostNames } from "./client-host-names.js";
 import { LicenseKeys } from "./license-keys.js";
 import { licenseSessionVerifier } from "./license-session-verifier.js";
 import { LicenseTokens } from "./license-tokens.js";
@@ -13,6 +15,7 @@ import { LicensingCaches } from "./licensing-caches.js";
 import type { LicensingDependencies } from "./licensing-dependencies.js";
 import type { SessionCallDependencies } from "./session-calls.js";
 import { SessionStore } from "./session-store.js";
+import { UserTokens } from "./user-tokens.js";
 
 /** How often each instance writes its sessions' check-ins (what ListSessions shows is at most this old). */
 const CHECK_IN_WRITE_INTERVAL_MS = 1000;
@@ -25,6 +28,8 @@ export async function createLicensing(options: {
   bus: InvalidationBus;
   logger: Logger;
   keyEncryptionKey: Buffer | undefined;
+  /** The trusted issuer of interactive users' tokens; unset = interactive-user activation is refused. */
+  userTokens?: UserTokenConfig;
 }) {
   const { dataSource, clock, logger } = options;
   const caches = await LicensingCaches.create<EntitlementFacts>(options.bus, clock, logger);
@@ -54,6 +59,8 @@ export async function createLicensing(options: {
     entitlementChanged,
     caches,
     checkIns,
+    userTokens: options.userTokens ? new UserTokens(options.userTokens, clock, logger) : null,
+    hostNames: new ClientHostNames(clock),
   };
   return { dependencies, activation, verifier: licenseSessionVerifier(tokens), close: () => checkIns.close() };
 }

@@ -28,6 +28,16 @@ export interface AuthConfig {
   tokenRateLimitPerAddress: number;
 }
 
+/** The one issuer whose tokens sign interactive users in for activation (useInteractiveUser). */
+export interface UserTokenConfig {
+  /** The tokens' `iss`, exactly. */
+  issuer: string;
+  /** Where the issuer publishes its public keys (JWKS), http(s). */
+  jwksUrl: string;
+  /** The tokens' `aud` must name this. */
+  audience: string;
+}
+
 export interface Config {
   host: string;
   port: number;
@@ -40,6 +50,8 @@ export interface Config {
   /** Peers (load balancers, ingress) trusted to name the client in X-Forwarded-For; none by default. */
   trustedProxies?: ProxyTrust;
   auth: AuthConfig;
+  /** Unset: interactive-user activation is refused (403 interactive-user-not-configured). */
+  userTokens?: UserTokenConfig;
 }
 
 /** Fails with a ConfigError naming the variable when a configured TLS file cannot be read. */
@@ -86,7 +98,33 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     shutdownGraceMs: integer(env, "SHUTDOWN_GRACE_MS", 8000, 0, 60000),
     trustedProxies: trustedProxies(env),
     auth: authConfig(env),
+    userTokens: userTokenConfig(env),
   };
+}
+
+const USER_TOKEN_VARIABLES = ["USER_TOKEN_ISSUER", "USER_TOKEN_JWKS_URL", "USER_TOKEN_AUDIENCE"] as const;
+
+function userTokenConfig(env: NodeJS.ProcessEnv): UserTokenConfig | undefined {
+  const [issuer, jwksUrl, audience] = USER_TOKEN_VARIABLES.map((name) => optional(env, name));
+  if (!issuer && !jwksUrl && !audience) return undefined;
+  const missing = USER_TOKEN_VARIABLES.find((name) => !optional(env, name));
+  if (missing || !issuer || !jwksUrl || !audience) {
+    throw new ConfigError(
+      missing ?? "USER_TOKEN_ISSUER",
+      `must be set together with ${USER_TOKEN_VARIABLES.join(", ")}`,
+    );
+  }
+  if (!isHttpUrl(jwksUrl)) throw new ConfigError("USER_TOKEN_JWKS_URL", "must be an http(s) URL");
+  return { issuer, jwksUrl, audience };
+}
+
+function isHttpUrl(text: string): boolean {
+  try {
+    const url = new URL(text);
+    return (url.protocol === "http:" || url.protocol === "https:") && url.hostname !== "";
+  } catch {
+    return false;
+  }
 }
 
 const CLIENT_ID = /^[A-Za-z0-9._~-]{1,64}$/;

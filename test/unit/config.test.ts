@@ -22,6 +22,7 @@ test("an empty environment gives the documented defaults", (t) => {
       tokenRateLimitPerClient: 20,
       tokenRateLimitPerAddress: 120,
     },
+    userTokens: undefined,
   });
   t.true(config.database.kind === "sqlite" && path.isAbsolute(config.database.file));
 });
@@ -193,5 +194,43 @@ test("errors about a URL never repeat the password in it", (t) => {
   ]) {
     const error = t.throws(() => loadConfig(env), { instanceOf: ConfigError });
     t.false(error?.message.includes("s3cr3t-pw"), error?.message);
+  }
+});
+
+const USER_TOKENS = {
+  USER_TOKEN_ISSUER: "https://login.example.com/realms/customers",
+  USER_TOKEN_JWKS_URL: "https://login.example.com/realms/customers/protocol/openid-connect/certs",
+  USER_TOKEN_AUDIENCE: "provision",
+};
+
+test("the three USER_TOKEN variables configure the trusted user-token issuer", (t) => {
+  t.deepEqual(loadConfig(USER_TOKENS).userTokens, {
+    issuer: "https://login.example.com/realms/customers",
+    jwksUrl: "https://login.example.com/realms/customers/protocol/openid-connect/certs",
+    audience: "provision",
+  });
+  t.deepEqual(
+    loadConfig({ ...USER_TOKENS, USER_TOKEN_JWKS_URL: "http://127.0.0.1:9000/jwks" }).userTokens?.jwksUrl,
+    "http://127.0.0.1:9000/jwks",
+  );
+});
+
+test("the USER_TOKEN variables are set all three or none, and the one missing is named", (t) => {
+  for (const missing of Object.keys(USER_TOKENS)) {
+    const env: Record<string, string> = { ...USER_TOKENS, [missing]: " " };
+    const error = t.throws(() => loadConfig(env), { instanceOf: ConfigError });
+    t.regex(error?.message ?? "", new RegExp(`^invalid configuration: ${missing} must be set together with`));
+  }
+  t.throws(() => loadConfig({ USER_TOKEN_AUDIENCE: "provision" }), {
+    message: /USER_TOKEN_ISSUER must be set together/,
+  });
+});
+
+test("USER_TOKEN_JWKS_URL must be an http(s) URL", (t) => {
+  for (const url of ["file:///etc/jwks.json", "ftp://login.example.com/jwks", "login.example.com/jwks", "https://"]) {
+    t.throws(() => loadConfig({ ...USER_TOKENS, USER_TOKEN_JWKS_URL: url }), {
+      instanceOf: ConfigError,
+      message: "invalid configuration: USER_TOKEN_JWKS_URL must be an http(s) URL",
+    });
   }
 });

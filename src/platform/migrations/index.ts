@@ -2,6 +2,7 @@ import { CatalogSchema1763740800000 } from "./0001-catalog.js";
 import { IdentitySchema1763827200000 } from "./0002-identity.js";
 import { LicensingSchema1763913600000 } from "./0003-licensing.js";
 import { EntitlementAssets1764000000000 } from "./0004-entitlement-assets.js";
+import { UserCodes1764086400000 } from "./0005-user-codes.js";
 
 /** Every migration, oldest first. Never edit one that has shipped: add the next. */
 export const migrations = [
@@ -9,4 +10,5 @@ export const migrations = [
   IdentitySchema1763827200000,
   LicensingSchema1763913600000,
   EntitlementAssets1764000000000,
+  UserCodes1764086400000,
 ];
