@@ -1,6 +1,6 @@
 import type { DataSource, EntityManager } from "typeorm";
 import { placeholders, SqlTable } from "../catalog/sql-table.js";
-import { dialectOf } from "../platform/database.js";
+import { dialectOf, forUpdate } from "../platform/database.js";
 import { ActivationCodeEntity, type ActivationCodeRow } from "./entities.js";
 
 /** What an invitation shows of a device activated with its code. */
@@ -39,15 +39,16 @@ export async function insertActivationCode(manager: EntityManager, row: Activati
 }
 
 /**
- * The code with this key, of any provider, locked for the activation that uses it: SELECT ... FOR UPDATE on
- * MySQL; a plain read on SQLite, whose write transactions run one at a time.
+ * The code with this key, of any provider; `lock` takes its row (SELECT ... FOR UPDATE on MySQL; SQLite's write
+ * transactions run one at a time).
  */
-export async function findActivationCodeForUpdate(
+export async function findActivationCodeByKey(
   manager: EntityManager,
   key: string,
+  lock: boolean,
 ): Promise<ActivationCodeRow | null> {
-  const lock = dialectOf(manager.connection) === "mysql" ? " FOR UPDATE" : "";
-  const [row] = await codesTable(manager).select(manager, `code_key = ?${lock}`, [key]);
+  const clause = lock ? forUpdate(dialectOf(manager.connection)) : "";
+  const [row] = await codesTable(manager).select(manager, `code_key = ?${clause}`, [key]);
   return row ?? null;
 }
 

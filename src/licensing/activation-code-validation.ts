@@ -11,7 +11,7 @@ import { vendorCodeProblem } from "./activation-code-format.js";
 /** Pre-authorized device fingerprints per code (as the proto's max_items). */
 export const MAX_PRE_AUTHORIZED_DEVICES = 1000;
 export const MAX_FINGERPRINT_LENGTH = 512;
-const MAX_EMAIL_LENGTH = 320;
+export const MAX_EMAIL_LENGTH = 320;
 /** One `@`, no white space, a dot in the domain: a plausible address, not a full RFC 5322 parse. */
 const EMAIL = /^[^\s@]{1,64}@[^\s@.]+(\.[^\s@.]+)+$/;
 

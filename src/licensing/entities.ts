@@ -118,6 +118,8 @@ export interface LicenseSessionRow {
   fingerprintHash: string;
   state: number;
   isFloating: boolean;
+  /** The activation was a trial: the entitlement's, or the code's (isTrialActivation). */
+  isTrial: boolean;
   activatedAt: Date;
   leaseExpiresAt: Date;
   graceEndsAt: Date;
@@ -278,6 +280,7 @@ export const LicenseSessionEntity = new EntitySchema<LicenseSessionRow>({
     fingerprintHash: varchar("fingerprint_hash", 64),
     state: { type: "int" },
     isFloating: bool("is_floating"),
+    isTrial: bool("is_trial"),
     activatedAt: datetime("activated_at"),
     leaseExpiresAt: datetime("lease_expires_at"),
     graceEndsAt: datetime("grace_ends_at"),

@@ -95,8 +95,8 @@ export async function renewSession(
     const code = await findActivationCodeById(manager, found.activationCodeId);
     if (!loaded || !code) throw sessionGone(SESSION_STATE.ended);
     const { row: entitlement, facts } = loaded;
-    const trial = isTrialActivation(facts, code);
-    refuseUnlessRunning(sessionStatus(facts, { ...standingOf(found), trial }, now));
+    const trial = found.isTrial;
+    refuseUnlessRunning(sessionStatus(facts, standingOf(found), now));
     const lease = leaseFor(facts, codeFacts(code), requestedMs, now, facts.firstActivationAt ?? null);
     await store.extendLease(manager, sessionId, lease);
     const features = await store.entitlementFeatures(manager, entitlement.id);
@@ -162,6 +162,7 @@ export async function releaseSession(
 
 function standingOf(session: LicenseSessionRow) {
   return {
+    trial: session.isTrial,
     leaseExpiresAt: session.leaseExpiresAt,
     graceEndsAt: session.graceEndsAt,
     released: session.state === SESSION_STATE.released,

@@ -264,3 +264,26 @@ each("another provider's entitlement, codes and sessions answer 404", async (t, 
   }
   t.is((await sessionCall(server.baseUrl, token, "check-in")).status, 200, "the session was not touched");
 });
+
+each(
+  "a trial code makes a trial license on a paid entitlement: trial claim, lease ending with the trial",
+  async (t, mode) => {
+    const { server, clock } = t.context.servers[mode];
+    const policy = {
+      ...SEATS,
+      trialActivationPolicy: { trialPeriod: "01:00:00", trialPeriodStartsAfterFirstActivation: true },
+    };
+    const { entitlementId } = await entitlementWithCode(server.baseUrl, policy);
+    const trialCode = await rest(server.baseUrl, "POST", codesPath(entitlementId), {
+      isTrialActivation: true,
+      useEntitlementMaxActivations: true,
+    });
+    const trial = await activate(server.baseUrl, { activationCode: trialCode.body.activationCode, fingerprint: "t" });
+    t.is(trial.status, 200, JSON.stringify(trial.body));
+    const claims = JSON.parse(Buffer.from(trial.body.licenseToken.split(".")[1], "base64url").toString());
+    t.true(claims.trl);
+    t.is(claims.exp, Math.floor((clock.now().getTime() + HOUR) / 1000));
+    const checkIn = await sessionCall(server.baseUrl, trial.body.licenseToken, "check-in");
+    t.is(checkIn.body.status, 1);
+  },
+);

@@ -3,6 +3,7 @@ import { IdentitySchema1763827200000 } from "./0002-identity.js";
 import { LicensingSchema1763913600000 } from "./0003-licensing.js";
 import { EntitlementAssets1764000000000 } from "./0004-entitlement-assets.js";
 import { UserCodes1764086400000 } from "./0005-user-codes.js";
+import { SessionTrial1764172800000 } from "./0006-session-trial.js";
 
 /** Every migration, oldest first. Never edit one that has shipped: add the next. */
 export const migrations = [
@@ -11,4 +12,5 @@ export const migrations = [
   LicensingSchema1763913600000,
   EntitlementAssets1764000000000,
   UserCodes1764086400000,
+  SessionTrial1764172800000,
 ];
