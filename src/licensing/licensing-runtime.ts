@@ -37,26 +37,19 @@ export async function createLicensing(options: {
   const keys = new LicenseKeys(dataSource, clock, options.keyEncryptionKey);
   const tokens = new LicenseTokens(keys, clock);
   const checkIns = new CheckInWriter((batch) => store.recordCheckIns(batch), logger, CHECK_IN_WRITE_INTERVAL_MS);
-  const entitlementChanged = (entitlementId: string) => caches.entitlementChanged(entitlementId);
-  const sessionsChanged = (...sessionIds: string[]) => caches.sessionsChanged(...sessionIds);
   const dependencies: LicensingDependencies = {
     dataSource,
     catalog: options.catalog,
     clock,
     newId: randomUUID,
-    entitlementChanged,
+    entitlementChanged: (entitlementId) => caches.entitlementChanged(entitlementId),
     store,
-    sessionsChanged,
+    sessionsChanged: (...sessionIds) => caches.sessionsChanged(...sessionIds),
   };
   const activation: SessionCallDependencies = {
-    dataSource,
-    store,
+    ...dependencies,
     keys,
     tokens,
-    clock,
-    newId: randomUUID,
-    sessionsChanged,
-    entitlementChanged,
     caches,
     checkIns,
     userTokens: options.userTokens ? new UserTokens(options.userTokens, clock, logger) : null,
