@@ -48,10 +48,17 @@ export async function seedCatalog(baseUrl: string, admin: { clientId: string; cl
   return { authorization, productId: product.id as string } satisfies Fixture;
 }
 
-async function call(baseUrl: string, authorization: string, method: string, path: string, body: unknown) {
+/** One JSON call, as the admin or anonymous (no `authorization`); throws on an answer other than 2xx. */
+export async function call(
+  baseUrl: string,
+  authorization: string | undefined,
+  method: string,
+  path: string,
+  body: unknown,
+) {
   const response = await fetch(baseUrl + path, {
     method,
-    headers: { authorization, "content-type": "application/json" },
+    headers: { ...(authorization ? { authorization } : {}), "content-type": "application/json" },
     body: JSON.stringify(body),
   });
   const text = await response.text();

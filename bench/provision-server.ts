@@ -3,6 +3,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { COMPILED_MAIN } from "../test/support/compiled-build.js";
+import { REPO_ROOT } from "../test/support/provision-process.js";
 import { createTestDatabase, TEST_REDIS_URL } from "../test/support/test-server.js";
 import { freePort, rssMiB, SERVER_CORE, type Spawned, spawnNode, waitFor200 } from "./processes.js";
 
@@ -56,6 +57,14 @@ async function newStorage(mode: Mode): Promise<Storage> {
   };
 }
 
+/**
+ * The service run so that it writes a V8 CPU profile into `folder` when it stops: tsc's unbundled output (the
+ * same code, but each function keeps its file and line), for startProvision's `main`.
+ */
+export function profiledMain(folder: string): string[] {
+  return ["--cpu-prof", `--cpu-prof-dir=${folder}`, path.join(REPO_ROOT, "dist", "src", "main.js")];
+}
+
 export interface RunningProvision extends Spawned {
   baseUrl: string;
   port: number;
@@ -69,10 +78,11 @@ export async function startProvision(
   storage: Storage,
   logLevel: string,
   admin = { clientId: `bench-${randomBytes(4).toString("hex")}`, clientSecret: randomBytes(32).toString("hex") },
+  main = [COMPILED_MAIN],
 ): Promise<RunningProvision> {
   const port = await freePort();
   const started = performance.now();
-  const spawned = spawnNode([COMPILED_MAIN], {
+  const spawned = spawnNode(main, {
     core: SERVER_CORE,
     env: {
       ...storage.env,

@@ -2,6 +2,8 @@
  * `npm run bench`: the compiled service (what `npm start` runs) in its own process pinned to core 0, driven from
  * this process (autocannon) and gRPC client processes pinned to core 1, against a bare node:http / node:http2
  * server replaying the same bytes in the same run; REST create also against raw INSERTs of the same rows.
+ * Licensing (bench/licensing-rows.ts): check-in and renew over 64 live sessions, check-in again paced at half
+ * its measured rate for its p99, and activation with a fresh device each, of one entitlement and of 16.
  * Embedded (SQLite, in-process coordinator) and MySQL + Redis, both by default. Every loop is bounded by time;
  * traffic stays on loopback; children and the throwaway database are removed at the end.
  *
@@ -17,6 +19,8 @@ import { ensureCompiled } from "../test/support/compiled-build.js";
 import { PRODUCTS } from "../test/support/rest.js";
 import { seedCatalog } from "./catalog-fixture.js";
 import { driveHttp, type HttpTarget, type LoadFigures } from "./http-load.js";
+import { licensingTargets, onEverySession, seedLicensing } from "./licensing-fixture.js";
+import { licensingRows } from "./licensing-rows.js";
 import {
   canPin,
   freePort,
@@ -171,6 +175,11 @@ async function benchMode(mode: Mode): Promise<ModeResult> {
     }
     const createdId = JSON.parse(Buffer.from(http1[`POST ${PRODUCTS}`].body, "base64").toString("utf8")).id;
     const h2c = { [GET_PRODUCT]: await recordGrpc(provision.baseUrl, GET_PRODUCT, message, fixture.authorization) };
+    const licensed = licensingTargets(await seedLicensing(provision.baseUrl, fixture.authorization, fixture.productId));
+    const { activate, renew, checkIn } = licensed;
+    http1[`${activate.method} ${activate.path}`] = await recordHttp(provision.baseUrl, activate);
+    Object.assign(http1, onEverySession(renew, await recordHttp(provision.baseUrl, renew)));
+    Object.assign(http1, onEverySession(checkIn, await recordHttp(provision.baseUrl, checkIn)));
     const { bare, http1Url, h2cAddress } = await startBare(http1, h2c);
     servers.push(bare);
 
@@ -193,6 +202,10 @@ async function benchMode(mode: Mode): Promise<ModeResult> {
       const baseline = await driveGrpc(h2cAddress, message, fixture.authorization, streams);
       paths.push(pathResult(name, measured, baseline, "bare", streams === 1 ? "p50 ≤ 1 ms" : undefined));
     }
+
+    // Before the bulk inserts of create: their after-effects (InnoDB flushing, a long SQLite WAL) would slow
+    // what follows them.
+    paths.push(...(await licensingRows(mode, { provision: provision.baseUrl, bare: http1Url }, licensed, load)));
 
     console.error(`[${mode}] ${targets.create.name}`);
     const created = await driveHttp(provision.baseUrl, targets.create, load);

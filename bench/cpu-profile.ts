@@ -1,0 +1,80 @@
+import fs from "node:fs";
+import { REPO_ROOT } from "../test/support/provision-process.js";
+
+interface ProfileNode {
+  id: number;
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  children?: number[];
+}
+
+interface CpuProfile {
+  nodes: ProfileNode[];
+  endTime: number;
+  samples: number[];
+  timeDeltas: number[];
+}
+
+export interface Share {
+  name: string;
+  percent: number;
+}
+
+/**
+ * Where a V8 CPU profile (.cpuprofile) spent the samples of one time window: by function and by file or
+ * package, self and total. The window is the `seconds` that ended `endedMsBeforeExit` before the profile did.
+ */
+export function summarizeProfile(file: string, window: { seconds: number; endedMsBeforeExit: number }, top = 20) {
+  const profile = JSON.parse(fs.readFileSync(file, "utf8")) as CpuProfile;
+  const parentOf = new Map<number, ProfileNode>();
+  const byId = new Map(profile.nodes.map((node) => [node.id, node]));
+  for (const node of profile.nodes) for (const child of node.children ?? []) parentOf.set(child, node);
+  const to = profile.endTime - window.endedMsBeforeExit * 1000;
+  const from = to - window.seconds * 1_000_000;
+  const self = new Map<string, number>();
+  const selfByFile = new Map<string, number>();
+  const total = new Map<string, number>();
+  let samples = 0;
+  let time = profile.endTime - profile.timeDeltas.reduce((sum, delta) => sum + delta, 0);
+  profile.samples.forEach((id, index) => {
+    time += profile.timeDeltas[index];
+    if (time < from || time > to) return;
+    samples++;
+    const leaf = byId.get(id) as ProfileNode;
+    add(self, functionOf(leaf), 1);
+    add(selfByFile, fileOf(leaf.callFrame.url) || functionOf(leaf), 1);
+    // A function counts once per sample however often it recurs on the stack.
+    const onStack = new Set<string>();
+    for (let node: ProfileNode | undefined = leaf; node; node = parentOf.get(node.id)) onStack.add(functionOf(node));
+    for (const key of onStack) add(total, key, 1);
+  });
+  const ranked = (shares: Map<string, number>, keep: (name: string) => boolean = () => true): Share[] =>
+    [...shares]
+      .filter(([name]) => keep(name))
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, top)
+      .map(([name, hits]) => ({ name, percent: Number(((100 * hits) / samples).toFixed(1)) }));
+  return {
+    samples,
+    selfByFunction: ranked(self),
+    selfByFile: ranked(selfByFile),
+    /** Total (self + callees) of the service's own functions: which of its steps the time goes under. */
+    totalOfOwnFunctions: ranked(total, (name) => name.includes(" src/")),
+  };
+}
+
+function add(shares: Map<string, number>, key: string, hits: number) {
+  shares.set(key, (shares.get(key) ?? 0) + hits);
+}
+
+function functionOf({ callFrame }: ProfileNode): string {
+  const name = callFrame.functionName || "(anonymous)";
+  const where = fileOf(callFrame.url);
+  return where ? `${name} ${where}:${callFrame.lineNumber + 1}` : name;
+}
+
+/** `src/licensing/x.js`, `node_modules/<package>`, `node:internal/...`; "" for V8's own entries ((program), (gc)). */
+function fileOf(url: string): string {
+  const local = url.replace(`file://${REPO_ROOT}`, "").replace(/^dist\//, "");
+  const packageName = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(local)?.[1];
+  return packageName ? `node_modules/${packageName}` : local;
+}
