@@ -19,7 +19,7 @@ import { inTransaction, readSerially } from "../platform/database.js";
 import { DomainError } from "../platform/errors.js";
 import { type ActivationDependencies, requestedLeaseMs } from "./activation.js";
 import { findActivationCodeById } from "./activation-code-store.js";
-import { type EntitlementFacts, isTrialActivation, leaseFor, sessionStatus } from "./activation-rules.js";
+import { type EntitlementFacts, leaseFor, sessionStatus } from "./activation-rules.js";
 import type { CheckInWriter } from "./check-in-writer.js";
 import { type LicenseSessionRow, SESSION_STATE } from "./entities.js";
 import { policyOf } from "./entitlement-mapper.js";
