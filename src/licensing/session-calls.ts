@@ -113,10 +113,15 @@ export async function renewSession(
     return { claims, lease };
   });
   await deps.caches.sessionsChanged(sessionId);
+  const [licenseToken, tokenPublicKeyBase64] = await Promise.all([
+    deps.tokens.sign(renewed.claims),
+    deps.keys.publicKeyBase64(renewed.claims.providerId),
+  ]);
   return create(RenewSessionResponseSchema, {
     sessionId,
-    licenseToken: await deps.tokens.sign(renewed.claims),
+    licenseToken,
     leaseExpiresAt: timestampFromDate(renewed.lease.leaseExpiresAt),
+    tokenPublicKeyBase64,
   });
 }
 

@@ -3,6 +3,7 @@ import os from "node:os";
 import path from "node:path";
 import anyTest, { type ExecutionContext, type TestFn } from "ava";
 import { importSPKI, jwtVerify } from "jose";
+import { ACTIVE_KEY_REFRESH_MS, LicenseKeys } from "../../src/licensing/license-keys.js";
 import { activate, ENTITLEMENTS, entitlementWithCode, sessionCall, sessionIdOf } from "../support/licensing.js";
 import { type ManualClock, manualClock } from "../support/manual-clock.js";
 import { rest } from "../support/rest.js";
@@ -194,3 +195,26 @@ each("activation refuses bad input with 400 and an unknown code with 404", async
   t.is(unknown.status, 404);
   t.is((await activate(server.baseUrl, { activationCode: "ABCD", fingerprint: "x".repeat(513) })).status, 400);
 });
+
+each(
+  "after the provider's key is rotated, renew answers the new token with the key that verifies it",
+  async (t, mode) => {
+    const { server, clock } = t.context.servers[mode];
+    const { code } = await entitlementWithCode(server.baseUrl, FLOATING);
+    const first = (await activate(server.baseUrl, { activationCode: code, fingerprint: "rotating" })).body;
+    const providerId = JSON.parse(Buffer.from(first.licenseToken.split(".")[1], "base64url").toString())
+      .iss.split(":")
+      .at(-1);
+    await new LicenseKeys(server.app.dataSource, clock, undefined).rotate(providerId);
+    clock.advance(ACTIVE_KEY_REFRESH_MS + 1000);
+    const renewed = await sessionCall(server.baseUrl, first.licenseToken, "renew");
+    t.is(renewed.status, 200, JSON.stringify(renewed.body));
+    t.not(renewed.body.tokenPublicKeyBase64, first.tokenPublicKeyBase64);
+    const verify = async (token: string, key: string) => {
+      const pem = `-----BEGIN PUBLIC KEY-----\n${key}\n-----END PUBLIC KEY-----`;
+      return jwtVerify(token, await importSPKI(pem, "EdDSA"), { currentDate: clock.now() });
+    };
+    t.truthy(await verify(renewed.body.licenseToken, renewed.body.tokenPublicKeyBase64));
+    await t.throwsAsync(verify(renewed.body.licenseToken, first.tokenPublicKeyBase64));
+  },
+);
