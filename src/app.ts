@@ -144,6 +144,7 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
     logger,
     authorize: createAuthorizer(authOptions),
     checkLimits: (method, json) => checkJsonLimits(method.input, json),
+    fastRoutes: licensing.fastRoutes,
   });
   const readyCoordinator = coordinator;
   const readyBus = bus;

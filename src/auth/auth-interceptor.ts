@@ -114,14 +114,19 @@ function requirementOf(method: DescMethod): AuthRequirement {
 
 /** The token of `Authorization: Bearer <token>`; unauthenticated, asking for `what`, when there is none. */
 export function bearerTokenOf(authorization: string | null, what: string): string {
-  const match = authorization ? /^Bearer\s+(\S+)\s*$/i.exec(authorization) : null;
-  if (!match) {
+  const token = bearerOf(authorization);
+  if (token === undefined) {
     throw new DomainError("unauthenticated", `send ${what}: Authorization: Bearer <token>`, {
       slug: "unauthenticated",
       headers: { "www-authenticate": bearerChallenge() },
     });
   }
-  return match[1];
+  return token;
+}
+
+/** The token of `Authorization: Bearer <token>`, or undefined. */
+export function bearerOf(authorization: string | null | undefined): string | undefined {
+  return authorization ? /^Bearer\s+(\S+)\s*$/i.exec(authorization)?.[1] : undefined;
 }
 
 async function authenticateClient(options: AuthInterceptorOptions, authorization: string | null) {

@@ -43,6 +43,11 @@ export class LicenseTokens {
       .sign(privateKey);
   }
 
+  /** The claims of a token verified before and still accepted; undefined when it would have to be checked. */
+  remembered(token: string): LicenseClaims | undefined {
+    return this.verified.get(token, this.clock.now().getTime());
+  }
+
   /** The claims of a token accepted now; an `unauthenticated` DomainError (never quoting the token) otherwise. */
   async verify(token: string): Promise<LicenseClaims> {
     const nowMs = this.clock.now().getTime();

@@ -6,6 +6,7 @@ import type { UserTokenConfig } from "../platform/config.js";
 import type { InvalidationBus } from "../platform/invalidation-bus.js";
 import type { Logger } from "../platform/logger.js";
 import type { EntitlementFacts } from "./activation-rules.js";
+import { checkInFastRoute } from "./check-in-fast-route.js";
 import { CheckInWriter } from "./check-in-writer.js";
 import { ClientHostNames } from "./client-host-names.js";
 import { LicenseKeys } from "./license-keys.js";
@@ -55,5 +56,11 @@ export async function createLicensing(options: {
     userTokens: options.userTokens ? new UserTokens(options.userTokens, clock, logger) : null,
     hostNames: new ClientHostNames(clock),
   };
-  return { dependencies, activation, verifier: licenseSessionVerifier(tokens), close: () => checkIns.close() };
+  return {
+    dependencies,
+    activation,
+    verifier: licenseSessionVerifier(tokens),
+    fastRoutes: [checkInFastRoute(activation)],
+    close: () => checkIns.close(),
+  };
 }

@@ -58,11 +58,21 @@ export async function checkInSession(
   context: HandlerContext,
 ): Promise<CheckInSessionResponse> {
   const { sessionId } = sessionOfCall(request, context);
+  const answer = await checkIn(deps, sessionId);
+  if (typeof answer === "number") throw sessionGone(answer);
+  return answer;
+}
+
+/** A live session's check-in (recorded), or the state of one no longer live. */
+export async function checkIn(
+  deps: SessionCallDependencies,
+  sessionId: string,
+): Promise<CheckInSessionResponse | number> {
   const now = deps.clock.now();
   const session = await cachedSession(deps, sessionId);
-  if (!session || session.state !== SESSION_STATE.live) throw sessionGone(session?.state ?? SESSION_STATE.ended);
+  if (!session || session.state !== SESSION_STATE.live) return session?.state ?? SESSION_STATE.ended;
   const facts = await cachedStanding(deps, session.entitlementId);
-  if (!facts) throw sessionGone(SESSION_STATE.ended);
+  if (!facts) return SESSION_STATE.ended;
   deps.checkIns.record(sessionId, now);
   const subscription = facts.policy?.subscriptionPolicy;
   return create(CheckInSessionResponseSchema, {

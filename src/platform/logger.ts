@@ -72,11 +72,36 @@ export function createLogger(level: string, destination?: pino.DestinationStream
   );
 }
 
+/** `"name":"value",`, or nothing when there is no value (as pino leaves out undefined fields). */
+function textField(name: string, value: string | undefined): string {
+  return value === undefined ? "" : `"${name}":${JSON.stringify(value)},`;
+}
+
+/** What the one line written per request says. */
+export interface RequestRecord {
+  requestId: string;
+  method: string | undefined;
+  path: string | undefined;
+  status: number;
+  httpVersion: string;
+  durationMs: number;
+}
+
 /**
- * The logger of the one line written per request, to the same destination. Its fields are fixed (id, method,
- * path, status, duration) and never hold a secret, so it skips redaction, the costliest part of a write.
+ * Writes the one line per request to the logger's destination, in the logger's record shape, at level info.
+ * Its fields are fixed and never hold a secret, so the line is written as it is, without a pino record's
+ * serializing and redaction: per request that was several times the cost of the line itself.
  */
-export function requestLoggerOf(logger: Logger): Logger {
+export function requestLogOf(logger: Logger): (record: RequestRecord) => void {
   const destination = (logger as unknown as Record<symbol, pino.DestinationStream>)[pino.symbols.streamSym];
-  return pino({ ...RECORD_SHAPE, level: logger.level }, destination);
+  const service = JSON.stringify(RECORD_SHAPE.base.service);
+  return (record) => {
+    if (!logger.isLevelEnabled("info")) return;
+    destination.write(
+      `{"level":"info","time":"${new Date().toISOString()}","service":${service},` +
+        `"requestId":${JSON.stringify(record.requestId)},${textField("method", record.method)}` +
+        `${textField("path", record.path)}"status":${record.status},` +
+        `"httpVersion":${JSON.stringify(record.httpVersion)},"durationMs":${record.durationMs},"msg":"request"}\n`,
+    );
+  };
 }

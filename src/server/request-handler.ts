@@ -1,9 +1,9 @@
 import { randomUUID } from "node:crypto";
 import { Code } from "@connectrpc/connect";
-import { type Logger, requestLoggerOf } from "../platform/logger.js";
+import { type Logger, requestLogOf } from "../platform/logger.js";
 import { writeConnectError, writeJson, writeProblem } from "./http-responses.js";
 import type { RequestHandler } from "./http-server.js";
-import { readTarget, targetUrl } from "./request-target.js";
+import { type RequestTarget, readTarget } from "./request-target.js";
 import type { NodeRequest, NodeResponse } from "./rest/rest-handler.js";
 import { discardUnreadBody } from "./unread-body.js";
 
@@ -11,7 +11,7 @@ export interface RequestHandlerParts {
   logger: Logger;
   /** Connect, gRPC and gRPC-Web, for paths of the form `/package.Service/Method`. */
   rpc: (request: NodeRequest, response: NodeResponse) => void;
-  rest: (request: NodeRequest, response: NodeResponse, url: URL) => Promise<void>;
+  rest: (request: NodeRequest, response: NodeResponse, target: RequestTarget) => Promise<void>;
   /** Handlers of exact paths outside the contract's services: the token endpoint, discovery documents. */
   endpoints: Record<string, (request: NodeRequest, response: NodeResponse) => Promise<void>>;
   /** Throws when a dependency the service needs is unreachable. */
@@ -66,7 +66,7 @@ function ensureAuthority(request: NodeRequest): void {
 /** Gives every request an id, answers the health probes, and sends each request to RPC or REST. */
 export function createRequestHandler(parts: RequestHandlerParts): RequestHandler {
   const { logger } = parts;
-  const requestLogger = requestLoggerOf(logger);
+  const logRequest = requestLogOf(logger);
   return (request, response) => {
     const started = process.hrtime.bigint();
     const offered = request.headers["x-request-id"];
@@ -76,18 +76,15 @@ export function createRequestHandler(parts: RequestHandlerParts): RequestHandler
     const target = readTarget(request.url);
     const path = target?.path;
     response.once("close", () => {
-      requestLogger.info(
-        {
-          requestId,
-          method: request.method,
-          path,
-          // Nothing was sent when the connection closed first: 499, the client closed the request.
-          status: response.headersSent ? response.statusCode : CLIENT_CLOSED_REQUEST,
-          httpVersion: request.httpVersion,
-          durationMs: Number(process.hrtime.bigint() - started) / 1e6,
-        },
-        "request",
-      );
+      logRequest({
+        requestId,
+        method: request.method,
+        path,
+        // Nothing was sent when the connection closed first: 499, the client closed the request.
+        status: response.headersSent ? response.statusCode : CLIENT_CLOSED_REQUEST,
+        httpVersion: request.httpVersion,
+        durationMs: Number(process.hrtime.bigint() - started) / 1e6,
+      });
     });
 
     if (!target || path === undefined) {
@@ -141,7 +138,7 @@ export function createRequestHandler(parts: RequestHandlerParts): RequestHandler
       parts.rpc(request, response);
       return;
     }
-    parts.rest(request, response, targetUrl(target, request.url)).catch((error: unknown) => fail(error));
+    parts.rest(request, response, target).catch((error: unknown) => fail(error));
 
     function fail(error: unknown): void {
       if (!response.headersSent && (request.destroyed || response.destroyed)) {

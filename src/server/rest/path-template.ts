@@ -23,17 +23,19 @@ export function parsePathTemplate(text: string): PathTemplate {
 
 /** The variables bound by `path`, or undefined when it does not match. Variable values are URL-decoded. */
 export function matchPathTemplate(template: PathTemplate, pathParts: string[]): Record<string, string> | undefined {
-  if (pathParts.length !== template.segments.length) return undefined;
-  const variables: Record<string, string> = {};
-  for (const [index, segment] of template.segments.entries()) {
+  const { segments } = template;
+  if (pathParts.length !== segments.length) return undefined;
+  for (let index = 0; index < segments.length; index++) {
+    const segment = segments[index];
     const part = pathParts[index];
-    if (segment.kind === "literal") {
-      if (part !== segment.value) return undefined;
-      continue;
-    }
-    if (part === "") return undefined;
+    if (segment.kind === "literal" ? part !== segment.value : part === "") return undefined;
+  }
+  const variables: Record<string, string> = {};
+  for (let index = 0; index < segments.length; index++) {
+    const segment = segments[index];
+    if (segment.kind === "literal") continue;
     try {
-      variables[segment.field] = decodeURIComponent(part);
+      variables[segment.field] = decodeURIComponent(pathParts[index]);
     } catch {
       return undefined;
     }

@@ -10,11 +10,13 @@ import { toConnectError } from "../error-interceptor.js";
 import { type Problem, problemFromConnectError, writeJsonText, writeProblem } from "../http-responses.js";
 import type { InProcessCall } from "../in-process-rpc.js";
 import { httpStatusOf } from "../problem-mapping.js";
+import { type RequestTarget, targetUrl } from "../request-target.js";
 import { responseSignal } from "../response-signal.js";
 import { discardUnreadBody } from "../unread-body.js";
 import { decodeRequestInChunks, encodeResponseInChunks } from "./chunked-codec.js";
+import type { FastRoute } from "./fast-route.js";
 import { incomingHeaders } from "./incoming-headers.js";
-import { readInput } from "./rest-input.js";
+import { isEmptyBody, type RequestBody, readBody, readInput } from "./rest-input.js";
 import type { RestRoute, RouteTable } from "./route-table.js";
 
 export type NodeRequest = IncomingMessage | Http2ServerRequest;
@@ -33,22 +35,25 @@ export interface RestHandlerOptions {
   authorize: (method: DescMethod, headers: Headers) => Promise<Caller>;
   /** Field violations of a request's JSON against the caps of its repeated fields, found before decoding. */
   checkLimits: (method: DescMethod, json: JsonObject) => { field: string; message: string }[];
+  /** Routes whose everyday request is answered from memory (see fast-route.ts). */
+  fastRoutes?: FastRoute[];
 }
 
 /** Serves REST/JSON for every route of the table; answers problems for unknown paths and methods. */
 export function createRestHandler(options: RestHandlerOptions) {
   const { routes, bodyLimitBytes } = options;
+  const fastRoutes = new Map((options.fastRoutes ?? []).map((fast) => [fast.method, fast]));
 
-  return async function handleRest(request: NodeRequest, response: NodeResponse, url: URL): Promise<void> {
-    const instance = url.pathname;
+  return async function handleRest(request: NodeRequest, response: NodeResponse, target: RequestTarget): Promise<void> {
+    const instance = target.path;
     // HEAD is GET without the body, which Node leaves out of the response by itself.
     const method = request.method === "HEAD" ? "GET" : (request.method ?? "GET");
-    const match = routes.match(method, url.pathname);
+    const match = routes.match(method, target.path);
     if (match.kind === "not-found") {
       answerProblem(request, response, {
         status: 404,
         slug: "route-not-found",
-        detail: `no route for ${url.pathname}`,
+        detail: `no route for ${target.path}`,
         instance,
       });
       return;
@@ -65,6 +70,9 @@ export function createRestHandler(options: RestHandlerOptions) {
       return;
     }
     const { route, variables } = match;
+    const fast = request.url?.includes("?") ? undefined : fastRoutes.get(route.rpc);
+    const readFirst = fast && (await answerFast(fast, { request, response, route, variables, bodyLimitBytes }));
+    if (readFirst === true) return;
     const header = incomingHeaders(request.headers);
     let caller: Caller;
     try {
@@ -74,7 +82,8 @@ export function createRestHandler(options: RestHandlerOptions) {
       answerError(request, response, toConnectError(error), instance);
       return;
     }
-    const input = await readInput(request, route, url, variables, bodyLimitBytes);
+    const url = targetUrl(target, request.url);
+    const input = await readInput(request, route, url, variables, bodyLimitBytes, readFirst || undefined);
     if ("problem" in input) {
       answerProblem(request, response, { ...input.problem, instance });
       return;
@@ -108,6 +117,32 @@ export function createRestHandler(options: RestHandlerOptions) {
       writeError(response, connectError, instance);
     }
   };
+}
+
+/**
+ * Answers with the fast route when it recognises the caller, the body says nothing and it holds the answer:
+ * true once answered. Otherwise the body it read, if it got that far, for the full pipeline.
+ */
+async function answerFast(
+  fast: FastRoute,
+  call: {
+    request: NodeRequest;
+    response: NodeResponse;
+    route: RestRoute;
+    variables: Record<string, string>;
+    bodyLimitBytes: number;
+  },
+): Promise<true | RequestBody | undefined> {
+  const { request, response, route, variables } = call;
+  const caller = fast.caller(request.headers.authorization, variables);
+  if (!caller) return undefined;
+  const body = await readBody(request, call.bodyLimitBytes);
+  if ("problem" in body || !isEmptyBody(request, body.bytes)) return body;
+  // A failure is the full pipeline's to answer, as it answers every failure.
+  const output = await fast.answer(caller, variables).catch(() => undefined);
+  if (!output) return body;
+  writeJsonText(response, 200, await responseText(route, output));
+  return true;
 }
 
 function answerViolations(

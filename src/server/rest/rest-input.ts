@@ -11,29 +11,36 @@ const JSON_CONTENT_TYPES = new Set(["application/json", "application/json-patch+
 
 type RequestProblem = { problem: Omit<Problem, "instance"> };
 export type RestInput = { json: JsonObject } | RequestProblem;
+/** A request's body as it arrived; read once, whoever reads it first. */
+export type RequestBody = { bytes: Buffer } | RequestProblem;
 
-/** The request message as JSON, from the body, the query and the path variables, as the route binds them. */
+/**
+ * The request message as JSON, from the body (`body` when it was read already), the query and the path
+ * variables, as the route binds them.
+ */
 export async function readInput(
   request: NodeRequest,
   route: RestRoute,
   url: URL,
   variables: Record<string, string>,
   bodyLimitBytes: number,
+  body?: RequestBody,
 ): Promise<RestInput> {
   const json: JsonObject = {};
   const input = route.rpc.input;
   if (route.body) {
-    const body = await readJsonBody(request, bodyLimitBytes);
-    if ("problem" in body) return body;
-    if (body.json !== undefined) {
+    const read = body ?? (await readBody(request, bodyLimitBytes));
+    const parsed = "problem" in read ? read : jsonOfBody(request, read.bytes);
+    if ("problem" in parsed) return parsed;
+    if (parsed.json !== undefined) {
       if (route.body === "*") {
-        if (typeof body.json !== "object" || body.json === null || Array.isArray(body.json)) {
+        if (typeof parsed.json !== "object" || parsed.json === null || Array.isArray(parsed.json)) {
           return { problem: { status: 400, slug: "malformed-json", detail: "the body must be a JSON object" } };
         }
-        Object.assign(json, body.json);
+        Object.assign(json, parsed.json);
       } else {
         const field = input.fields.find((candidate) => candidate.name === route.body);
-        if (field && body.json !== null) json[field.jsonName] = body.json;
+        if (field && parsed.json !== null) json[field.jsonName] = parsed.json;
       }
     }
   }
@@ -54,10 +61,8 @@ export async function readInput(
   return { json };
 }
 
-async function readJsonBody(
-  request: NodeRequest,
-  limit: number,
-): Promise<{ json: JsonValue | undefined } | RequestProblem> {
+/** The body's bytes, uncompressed and within `limit`; a problem otherwise. */
+export async function readBody(request: NodeRequest, limit: number): Promise<RequestBody> {
   const encoding = String(request.headers["content-encoding"] ?? "identity")
     .trim()
     .toLowerCase();
@@ -68,12 +73,22 @@ async function readJsonBody(
       `send the body uncompressed; content-encoding ${encoding} is not supported`,
     );
   }
-  let bytes: Buffer;
   try {
-    bytes = await getRawBody(request as NodeJS.ReadableStream, { limit, length: request.headers["content-length"] });
+    const length = request.headers["content-length"];
+    return { bytes: await getRawBody(request as NodeJS.ReadableStream, { limit, length }) };
   } catch (error) {
     return bodyProblem(error as getRawBody.RawBodyError, limit);
   }
+}
+
+/** A body that says nothing: empty, or an empty JSON object sent as JSON. */
+export function isEmptyBody(request: NodeRequest, bytes: Buffer): boolean {
+  if (bytes.length === 0) return true;
+  if (bytes.length > 64 || !JSON_CONTENT_TYPES.has(mediaTypeOf(request.headers["content-type"]))) return false;
+  return /^\s*\{\s*\}\s*$/.test(bytes.toString("utf8"));
+}
+
+function jsonOfBody(request: NodeRequest, bytes: Buffer): { json: JsonValue | undefined } | RequestProblem {
   if (bytes.length === 0) return { json: undefined };
   const mediaType = mediaTypeOf(request.headers["content-type"]);
   if (!JSON_CONTENT_TYPES.has(mediaType)) {

@@ -55,20 +55,22 @@ function routeOf(rpc: DescMethod, rule: HttpRule): RestRoute {
 }
 
 export class RouteTable {
-  private readonly routes: RestRoute[];
+  readonly size: number;
+  /** The routes by their number of segments (only a template of as many can match a path), most specific first. */
+  private readonly bySegments = new Map<number, RestRoute[]>();
 
   constructor(routes: RestRoute[]) {
-    this.routes = [...routes].sort((a, b) => compareSpecificity(a.template, b.template));
-  }
-
-  get size(): number {
-    return this.routes.length;
+    this.size = routes.length;
+    for (const route of [...routes].sort((a, b) => compareSpecificity(a.template, b.template))) {
+      const count = route.template.segments.length;
+      this.bySegments.set(count, [...(this.bySegments.get(count) ?? []), route]);
+    }
   }
 
   match(httpMethod: string, path: string): RouteMatch {
     const parts = path.slice(1).split("/");
     const allowed = new Set<string>();
-    for (const route of this.routes) {
+    for (const route of this.bySegments.get(parts.length) ?? []) {
       const variables = matchPathTemplate(route.template, parts);
       if (!variables) continue;
       if (route.httpMethod === httpMethod) return { kind: "found", route, variables };

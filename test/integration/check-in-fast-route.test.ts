@@ -1,0 +1,128 @@
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import anyTest, { type ExecutionContext, type TestFn } from "ava";
+import {
+  activate,
+  ENTITLEMENTS,
+  entitlementWithCode,
+  sessionCall,
+  sessionIdOf,
+  sessionPath,
+} from "../support/licensing.js";
+import { rest } from "../support/rest.js";
+import { startTestServer, type TestServer } from "../support/test-server.js";
+
+// A REST check-in whose token the instance verified before is answered from memory (check-in-fast-route.ts);
+// these tests hold it to the full pipeline's answers, for every request it must leave to that pipeline too.
+
+interface Context {
+  servers: Record<string, TestServer>;
+  folder: string;
+}
+const test = anyTest as TestFn<Context>;
+const MODES = ["mysql", "embedded"] as const;
+type Mode = (typeof MODES)[number];
+
+test.before(async (t) => {
+  t.context.folder = fs.mkdtempSync(path.join(os.tmpdir(), "provision-check-in-"));
+  t.context.servers = {};
+  for (const mode of MODES) {
+    t.context.servers[mode] = await startTestServer(
+      mode === "embedded" ? { embedded: { file: path.join(t.context.folder, "db.sqlite") } } : {},
+    );
+  }
+});
+
+test.after.always(async (t) => {
+  for (const server of Object.values(t.context.servers ?? {})) await server.close();
+  fs.rmSync(t.context.folder, { recursive: true, force: true });
+});
+
+const FLOATING = {
+  claimBasedActivation: { numberOfSeats: 5, isFloatingLicense: true, leaseTime: "00:10:00", gracePeriod: "00:05:00" },
+};
+
+function each(title: string, body: (t: ExecutionContext<Context>, mode: Mode) => Promise<void>) {
+  for (const mode of MODES) test.serial(`${title} (${mode})`, (t) => body(t, mode));
+}
+
+/** Two live sessions of one entitlement, each token already checked in once (so remembered by the instance). */
+async function twoSessions(server: TestServer) {
+  const { entitlementId, code } = await entitlementWithCode(server.baseUrl, FLOATING);
+  const tokens: string[] = [];
+  for (const fingerprint of ["one", "two"]) {
+    const license = await activate(server.baseUrl, { activationCode: code, fingerprint });
+    tokens.push(license.body.licenseToken);
+  }
+  const firstAnswers = [];
+  for (const token of tokens) firstAnswers.push(await sessionCall(server.baseUrl, token, "check-in"));
+  return { entitlementId, tokens, firstAnswers };
+}
+
+function post(server: TestServer, token: string, init: { body?: string; headers?: Record<string, string> } = {}) {
+  return fetch(`${server.baseUrl}${sessionPath(sessionIdOf(token), "check-in")}`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${token}`, ...init.headers },
+    body: init.body,
+  });
+}
+
+each("a remembered token's check-in answers as the first, verified one did", async (t, mode) => {
+  const server = t.context.servers[mode];
+  const { tokens, firstAnswers } = await twoSessions(server);
+  const first = firstAnswers[0];
+  t.is(first.status, 200, JSON.stringify(first.body));
+  for (const body of [undefined, "{}", " { } "]) {
+    const headers = body === undefined ? {} : { "content-type": "application/json" };
+    const response = await post(server, tokens[0], { body, headers });
+    t.is(response.status, 200);
+    t.is(response.headers.get("content-type"), "application/json; charset=utf-8");
+    const answer = await response.json();
+    t.deepEqual(Object.keys(answer), Object.keys(first.body));
+    t.deepEqual({ ...answer, serverTime: "" }, { ...first.body, serverTime: "" });
+  }
+});
+
+each("a remembered token still gets the full pipeline's answer to anything unusual", async (t, mode) => {
+  const server = t.context.servers[mode];
+  const { entitlementId, tokens } = await twoSessions(server);
+  const [mine, other] = tokens;
+
+  const asText = await post(server, mine, { body: "{}", headers: { "content-type": "text/plain" } });
+  t.is(asText.status, 415);
+  const broken = await post(server, mine, { body: "{", headers: { "content-type": "application/json" } });
+  t.is(broken.status, 400);
+  t.is((await broken.json()).type, "urn:provision:problem:malformed-json");
+  const naming = await post(server, mine, {
+    body: JSON.stringify({ sessionId: sessionIdOf(mine) }),
+    headers: { "content-type": "application/json" },
+  });
+  t.is(naming.status, 200, "a body naming the session is read by the full pipeline");
+
+  const otherPath = await fetch(`${server.baseUrl}${sessionPath(sessionIdOf(other), "check-in")}`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${mine}` },
+  });
+  t.is(otherPath.status, 403);
+  t.is((await otherPath.json()).type, "urn:provision:problem:wrong-session");
+
+  const ended = await rest(server.baseUrl, "DELETE", `${ENTITLEMENTS}/${entitlementId}/sessions/${sessionIdOf(mine)}`);
+  t.is(ended.status, 200, JSON.stringify(ended.body));
+  const afterEnd = await post(server, mine);
+  t.is(afterEnd.status, 401);
+  t.is((await afterEnd.json()).type, "urn:provision:problem:session-ended");
+  t.is((await post(server, other)).status, 200, "the other session runs on");
+});
+
+each("a token altered after its signature is refused even when the original is remembered", async (t, mode) => {
+  const server = t.context.servers[mode];
+  const { tokens } = await twoSessions(server);
+  const [header, payload, signature] = tokens[0].split(".");
+  const claims = JSON.parse(Buffer.from(payload, "base64url").toString("utf8"));
+  const altered = Buffer.from(JSON.stringify({ ...claims, off: !claims.off })).toString("base64url");
+  const response = await post(server, `${header}.${altered}.${signature}`);
+  t.is(response.status, 401);
+  t.is((await response.json()).type, "urn:provision:problem:invalid-license-token");
+  t.is((await post(server, tokens[0])).status, 200);
+});
