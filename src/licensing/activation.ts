@@ -162,10 +162,10 @@ async function activateInTransaction(
   const { store } = deps;
   const { ask, now } = input;
   // Lock order: entitlement, then code, as every other write that takes both; the first read only finds it.
-  const located = await findActivationCodeByKey(manager, input.key, false);
-  const loaded = located && (await store.entitlementFacts(manager, located.entitlementId, true));
+  const entitlementId = await store.entitlementOfCode(manager, input.key);
+  const loaded = entitlementId && (await store.entitlementFacts(manager, entitlementId, true));
   const code = loaded && (await findActivationCodeByKey(manager, input.key, true));
-  if (!loaded || !code) throw codeNotFound();
+  if (!loaded || !code || code.entitlementId !== entitlementId) throw codeNotFound();
   const { row: entitlement, facts } = loaded;
   const codeFact = input.interactive ? asInteractive(codeFacts(code)) : codeFacts(code);
   checkSignedIn(deps, input.prepared, () => checkActivation(facts, codeFact, ask, now));

@@ -13,6 +13,13 @@ export interface LicenseTimeline {
   firstActivationAt: Date;
 }
 
+/** Whether an end of the license is counted from its first activation (activationPeriod, or such a trial). */
+export function endsAfterFirstActivation(policy: ActivationPolicy | undefined): boolean {
+  const trial = policy?.trialActivationPolicy;
+  const trialFromFirst = trial?.trialPeriodStartsAfterFirstActivation === true && trial.trialEndsAt === undefined;
+  return trialFromFirst || policy?.timeRestrictedActivationPolicy?.activationPeriod !== undefined;
+}
+
 /**
  * End of the trial period alone: trialEndsAt when the service has set it, otherwise trialPeriod from the
  * entitlement's creation or (trialPeriodStartsAfterFirstActivation) from the first activation; null = no limit.

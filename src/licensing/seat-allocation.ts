@@ -39,15 +39,17 @@ export async function claimSeat(manager: EntityManager, store: SessionStore, req
 
 async function checkCodeDevices(manager: EntityManager, store: SessionStore, request: SeatRequest) {
   const owner = request.code.id;
+  if (request.code.useEntitlementMaxActivations) {
+    await store.addDeviceOnce(manager, CODE_DEVICES, deviceOf(request, owner));
+    return;
+  }
   if (await store.hasDevice(manager, CODE_DEVICES, owner, request.fingerprintHash)) return;
-  if (!request.code.useEntitlementMaxActivations) {
-    const limit = Math.max(request.code.maxDeviceActivations, 1);
-    if ((await store.countDevices(manager, CODE_DEVICES, owner)) >= limit) {
-      throw conflict(
-        `this activation code has already activated its ${limit} device${limit === 1 ? "" : "s"}`,
-        "device-limit-reached",
-      );
-    }
+  const limit = Math.max(request.code.maxDeviceActivations, 1);
+  if ((await store.countDevices(manager, CODE_DEVICES, owner)) >= limit) {
+    throw conflict(
+      `this activation code has already activated its ${limit} device${limit === 1 ? "" : "s"}`,
+      "device-limit-reached",
+    );
   }
   await store.addDevice(manager, CODE_DEVICES, deviceOf(request, owner));
 }

@@ -11,7 +11,11 @@ import {
   type LicenseSessionRow,
   SESSION_STATE,
 } from "./entities.js";
+import { endsAfterFirstActivation } from "./license-ends.js";
 import { entitlementFacts } from "./license-facts.js";
+
+/** Codes whose entitlement one instance remembers (see entitlementOfCode). */
+const CODE_ENTITLEMENTS_KEPT = 10_000;
 
 export interface LicensedProduct {
   id: string;
@@ -30,6 +34,7 @@ export class SessionStore {
   private readonly features: SqlTable<EntitlementFeatureRow>;
   private readonly dateColumn: ColumnMetadata;
   private readonly forUpdate: string;
+  private readonly codeEntitlements = new Map<string, string>();
 
   constructor(private readonly dataSource: DataSource) {
     this.sessions = new SqlTable(dataSource, LicenseSessionEntity);
@@ -73,14 +78,38 @@ export class SessionStore {
     return this.dataSource.driver.prepareHydratedValue(row.first, this.dateColumn) as Date;
   }
 
-  /** What the policy rules read of an entitlement: its row, products and first activation; null when absent. */
+  /**
+   * What the policy rules read of an entitlement: its row, products and, when its policy has an end counted from
+   * it, first activation; null when absent.
+   */
   async entitlementFacts(manager: EntityManager, entitlementId: string, lock = false) {
     const row = lock
       ? await this.lockEntitlement(manager, entitlementId)
       : await this.findEntitlement(manager, entitlementId);
     if (!row) return null;
-    const products = await this.licensedProducts(manager, entitlementId);
-    return { row, facts: entitlementFacts(row, products, await this.firstActivation(manager, entitlementId)) };
+    const facts = entitlementFacts(row, await this.licensedProducts(manager, entitlementId), null);
+    if (endsAfterFirstActivation(facts.policy)) {
+      facts.firstActivationAt = await this.firstActivation(manager, entitlementId);
+    }
+    return { row, facts };
+  }
+
+  /**
+   * The entitlement of the code with this key; null when there is none. A code never moves to another
+   * entitlement, so the answer is remembered.
+   */
+  async entitlementOfCode(manager: EntityManager, codeKey: string): Promise<string | null> {
+    const remembered = this.codeEntitlements.get(codeKey);
+    if (remembered !== undefined) return remembered;
+    const [row] = (await manager.query("SELECT entitlement_id FROM activation_codes WHERE code_key = ?", [
+      codeKey,
+    ])) as { entitlement_id: string }[];
+    if (!row) return null;
+    this.codeEntitlements.set(codeKey, row.entitlement_id);
+    if (this.codeEntitlements.size > CODE_ENTITLEMENTS_KEPT) {
+      this.codeEntitlements.delete(this.codeEntitlements.keys().next().value as string);
+    }
+    return row.entitlement_id;
   }
 
   entitlementFeatures(manager: EntityManager, entitlementId: string): Promise<EntitlementFeatureRow[]> {
@@ -139,6 +168,19 @@ export class SessionStore {
     await manager.query(
       `INSERT INTO ${table.name} (${table.owner}, fingerprint_hash, fingerprint, created_at${extra}) VALUES (?, ?, ?, ?${extra ? ", ?" : ""})`,
       extra ? [...values, device.activationCodeId] : values,
+    );
+  }
+
+  /** Adds the device unless it is there already, in one statement. */
+  async addDeviceOnce(manager: EntityManager, table: DeviceTable, device: DeviceToAdd): Promise<void> {
+    const values = [device.ownerId, device.fingerprintHash, device.fingerprint, this.date(device.now)];
+    const unlessPresent =
+      this.dataSource.options.type === "mysql"
+        ? "ON DUPLICATE KEY UPDATE fingerprint_hash = fingerprint_hash"
+        : "ON CONFLICT DO NOTHING";
+    await manager.query(
+      `INSERT INTO ${table.name} (${table.owner}, fingerprint_hash, fingerprint, created_at) VALUES (?, ?, ?, ?) ${unlessPresent}`,
+      values,
     );
   }
 

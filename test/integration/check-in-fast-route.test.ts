@@ -60,6 +60,10 @@ async function twoSessions(server: TestServer) {
   return { entitlementId, tokens, firstAnswers };
 }
 
+async function problemOf(response: Response): Promise<{ type: string }> {
+  return (await response.json()) as { type: string };
+}
+
 function post(server: TestServer, token: string, init: { body?: string; headers?: Record<string, string> } = {}) {
   return fetch(`${server.baseUrl}${sessionPath(sessionIdOf(token), "check-in")}`, {
     method: "POST",
@@ -74,11 +78,11 @@ each("a remembered token's check-in answers as the first, verified one did", asy
   const first = firstAnswers[0];
   t.is(first.status, 200, JSON.stringify(first.body));
   for (const body of [undefined, "{}", " { } "]) {
-    const headers = body === undefined ? {} : { "content-type": "application/json" };
+    const headers: Record<string, string> = body === undefined ? {} : { "content-type": "application/json" };
     const response = await post(server, tokens[0], { body, headers });
     t.is(response.status, 200);
     t.is(response.headers.get("content-type"), "application/json; charset=utf-8");
-    const answer = await response.json();
+    const answer = (await response.json()) as Record<string, unknown>;
     t.deepEqual(Object.keys(answer), Object.keys(first.body));
     t.deepEqual({ ...answer, serverTime: "" }, { ...first.body, serverTime: "" });
   }
@@ -93,7 +97,7 @@ each("a remembered token still gets the full pipeline's answer to anything unusu
   t.is(asText.status, 415);
   const broken = await post(server, mine, { body: "{", headers: { "content-type": "application/json" } });
   t.is(broken.status, 400);
-  t.is((await broken.json()).type, "urn:provision:problem:malformed-json");
+  t.is((await problemOf(broken)).type, "urn:provision:problem:malformed-json");
   const naming = await post(server, mine, {
     body: JSON.stringify({ sessionId: sessionIdOf(mine) }),
     headers: { "content-type": "application/json" },
@@ -105,13 +109,13 @@ each("a remembered token still gets the full pipeline's answer to anything unusu
     headers: { authorization: `Bearer ${mine}` },
   });
   t.is(otherPath.status, 403);
-  t.is((await otherPath.json()).type, "urn:provision:problem:wrong-session");
+  t.is((await problemOf(otherPath)).type, "urn:provision:problem:wrong-session");
 
   const ended = await rest(server.baseUrl, "DELETE", `${ENTITLEMENTS}/${entitlementId}/sessions/${sessionIdOf(mine)}`);
   t.is(ended.status, 200, JSON.stringify(ended.body));
   const afterEnd = await post(server, mine);
   t.is(afterEnd.status, 401);
-  t.is((await afterEnd.json()).type, "urn:provision:problem:session-ended");
+  t.is((await problemOf(afterEnd)).type, "urn:provision:problem:session-ended");
   t.is((await post(server, other)).status, 200, "the other session runs on");
 });
 
@@ -123,6 +127,6 @@ each("a token altered after its signature is refused even when the original is r
   const altered = Buffer.from(JSON.stringify({ ...claims, off: !claims.off })).toString("base64url");
   const response = await post(server, `${header}.${altered}.${signature}`);
   t.is(response.status, 401);
-  t.is((await response.json()).type, "urn:provision:problem:invalid-license-token");
+  t.is((await problemOf(response)).type, "urn:provision:problem:invalid-license-token");
   t.is((await post(server, tokens[0])).status, 200);
 });
