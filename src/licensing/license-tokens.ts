@@ -1,5 +1,5 @@
 import { KeyObject, sign, type webcrypto } from "node:crypto";
-import { compactVerify, type CryptoKey, decodeProtectedHeader } from "jose";
+import { type CryptoKey, compactVerify, decodeProtectedHeader } from "jose";
 import { bearerChallenge } from "../auth/access-tokens.js";
 import { CLOCK_SKEW_SECONDS } from "../auth/key-store.js";
 import { VerifiedTokenCache } from "../auth/verified-token-cache.js";
