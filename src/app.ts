@@ -33,6 +33,8 @@ import { createRestHandler, type NodeResponse } from "./server/rest/rest-handler
 import { RouteTable, routesFromAnnotations } from "./server/rest/route-table.js";
 import { createRpcHandler, type RpcHandlerOptions } from "./server/rpc-adapter.js";
 import { ALL_SERVICES, implementServices, registerServices } from "./services.js";
+import { webhookEntities } from "./webhooks/entities.js";
+import { createWebhooks, type WebhookRuntimeOptions } from "./webhooks/webhooks-runtime.js";
 
 export interface App {
   handler: RequestHandler;
@@ -47,12 +49,18 @@ export interface App {
 
 export interface AppOptions {
   clock?: Clock;
+  /** Tests: resolve webhook host names without DNS, and fix the retry jitter. */
+  webhooks?: Pick<WebhookRuntimeOptions, "lookup" | "random">;
   /** Adjusts the RPC handler's options (tests: spy on its in-process invoker, or leave it out). */
   rpc?: (options: RpcHandlerOptions) => RpcHandlerOptions;
 }
 
 export function openDatabase(config: Config): DataSource {
-  return createDataSource(config.database, [...catalogEntities, ...identityEntities, ...licensingEntities], migrations);
+  return createDataSource(
+    config.database,
+    [...catalogEntities, ...identityEntities, ...licensingEntities, ...webhookEntities],
+    migrations,
+  );
 }
 
 /** Redis pub/sub when the coordinator is Redis; in-process otherwise. */
@@ -105,6 +113,16 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
   }
 
   const tokens = new AccessTokens(keys, clock, config.auth.issuer, config.auth.accessTokenTtlSeconds);
+  const webhooks = createWebhooks({
+    dataSource,
+    clock,
+    logger,
+    keyEncryptionKey: config.auth.keyEncryptionKey,
+    config: config.webhooks,
+    tokens,
+    clients,
+    ...options.webhooks,
+  });
   const catalog = new CatalogRepository(dataSource);
   const licensing = await createLicensing({
     dataSource,
@@ -114,6 +132,7 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
     logger,
     keyEncryptionKey: config.auth.keyEncryptionKey,
     userTokens: config.userTokens,
+    events: webhooks.outbox,
   });
   const implementations = implementServices({
     repository: catalog,
@@ -123,6 +142,7 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
     newId: randomUUID,
     licensing: licensing.dependencies,
     activation: licensing.activation,
+    webhooks: webhooks.dependencies,
   });
   const authOptions = { tokens, clients, licenseSessions: licensing.verifier };
   const interceptors = [errorInterceptor(logger), authInterceptor(authOptions), limitsInterceptor()];
@@ -169,6 +189,7 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
     },
   });
   const close = async () => {
+    await webhooks.close(config.shutdownGraceMs);
     await licensing.close();
     await readyBus.close();
     await readyCoordinator.close();
@@ -182,6 +203,7 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
     await close();
     throw error;
   }
+  webhooks.start();
   return { handler, dataSource, coordinator, keys, tokens, bootstrap, close };
 }
 

@@ -15,6 +15,8 @@ import { createEntitlementService } from "./licensing/entitlement-service.js";
 import type { LicensingDependencies } from "./licensing/licensing-dependencies.js";
 import type { SessionCallDependencies } from "./licensing/session-calls.js";
 import { implementation, type ServiceImplementation } from "./server/in-process-rpc.js";
+import type { WebhookDependencies } from "./webhooks/webhook-dependencies.js";
+import { createWebhookService } from "./webhooks/webhook-service.js";
 
 /** Every service of the contract; REST routes are read from these, and Connect/gRPC serve them. */
 export const ALL_SERVICES: DescService[] = [
@@ -31,6 +33,7 @@ export const ALL_SERVICES: DescService[] = [
 export interface ServiceDependencies extends CatalogDependencies, ClientAdminDependencies {
   licensing: LicensingDependencies;
   activation: SessionCallDependencies;
+  webhooks: WebhookDependencies;
 }
 
 /**
@@ -43,6 +46,7 @@ export function implementServices(deps: ServiceDependencies): ServiceImplementat
     implementation(ClientAdminService, createClientAdminService(deps)),
     implementation(EntitlementService, createEntitlementService(deps.licensing)),
     implementation(ActivationService, createActivationService(deps.activation)),
+    implementation(WebhookService, createWebhookService(deps.webhooks)),
   ]);
   return ALL_SERVICES.map((service) => [service, implemented.get(service) ?? {}]);
 }

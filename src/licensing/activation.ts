@@ -9,6 +9,7 @@ import { inTransaction } from "../platform/database.js";
 import { DomainError, invalidField } from "../platform/errors.js";
 import { Violations } from "../platform/validation.js";
 import { clientAddressKey } from "../server/client-address.js";
+import type { Outbox } from "../webhooks/outbox.js";
 import { presentedCodeKey } from "./activation-code-format.js";
 import { findActivationCodeByKey } from "./activation-code-store.js";
 import { MAX_EMAIL_LENGTH, MAX_FINGERPRINT_LENGTH } from "./activation-code-validation.js";
@@ -32,6 +33,7 @@ import {
 } from "./activation-rules.js";
 import type { ClientHostNames } from "./client-host-names.js";
 import { type EntitlementFeatureRow, type EntitlementRow, type LicenseSessionRow, SESSION_STATE } from "./entities.js";
+import { activatedEvent } from "./entitlement-events.js";
 import { policyText } from "./entitlement-mapper.js";
 import { fingerprintHash } from "./license-claims.js";
 import { codeFacts, licenseClaimsFor } from "./license-facts.js";
@@ -43,6 +45,8 @@ import type { InteractiveUser, UserTokens } from "./user-tokens.js";
 
 export interface ActivationDependencies {
   dataSource: DataSource;
+  /** Webhook events, written in the activation's transaction. */
+  events: Outbox;
   store: SessionStore;
   keys: LicenseKeys;
   tokens: LicenseTokens;
@@ -118,6 +122,7 @@ export async function activate(
       activateInTransaction(deps, manager, { ...input, ask: { ...ask, user: prepared.user } }),
     ),
   );
+  deps.events.committed();
   if (activated.replaced.length > 0) await deps.sessionsChanged(...activated.replaced);
   if (activated.trialStarted) await deps.entitlementChanged(activated.session.entitlementId);
   return licenseOf(deps, activated, now);
@@ -206,6 +211,7 @@ async function activateInTransaction(
     endedAt: null,
   };
   await store.insertSession(manager, session);
+  if (!entitlement.isTemplate) await deps.events.append(manager, [activatedEvent(entitlement, session, replaced)]);
   const features = await store.entitlementFeatures(manager, entitlement.id);
   return { session, entitlement, facts, features, trial, replaced, trialStarted };
 }

@@ -45,6 +45,7 @@ import { providerOf } from "../server/tenant.js";
 import { issueActivationCode } from "./activation-code-admin.js";
 import type { EntitlementRow } from "./entities.js";
 import { contentsFromCatalog, copiedContents } from "./entitlement-contents.js";
+import { entitlementEvents } from "./entitlement-events.js";
 import { applyFeatureUpdates } from "./entitlement-features.js";
 import { policyOf, policyText, withoutTrialEnd, withTrialEnd } from "./entitlement-mapper.js";
 import { parseEntitlementFilter, parseEntitlementSort } from "./entitlement-query.js";
@@ -85,9 +86,11 @@ export async function createEntitlement(
       const ordered = productIds.map((id) => byId.get(id)).filter((product) => product !== undefined);
       const contents = contentsFromCatalog(ordered, catalog, { entitlementId: row.id, now, newId: deps.newId });
       await repository.insert(manager, row, contents);
+      await deps.events.append(manager, entitlementEvents(null, row, { cause: "created", productIds }, now));
       return viewOf(repository, manager, row);
     }),
   );
+  deps.events.committed();
   await deps.entitlementChanged(entitlement.id);
   return create(CreateEntitlementResponseSchema, { entitlement });
 }
@@ -137,18 +140,24 @@ export async function updateEntitlement(
   const violations = new Violations();
   checkUpdate(violations, request);
   violations.throwIfAny();
-  const entitlement = await changeEntitlement(deps, context, request.entitlementId, async (row, manager, now) => {
-    applyFields(row, request);
-    if (request.activationPolicy) row.activationPolicy = policyText(keptTrialEnd(request.activationPolicy, row));
-    if (row.isTemplate) {
-      if (row.licenseKey) throw invalidField("licenseKey", "must be empty on a template");
-      row.templateName = row.name;
-      row.templateVersion = row.version;
-    } else {
-      row.activationPolicy = policyText(withTrialEnd(policyOf(row), row.isEntitlementTrial, row.createdAt));
-    }
-    await applyFeatureUpdates(repositoryOf(deps), manager, row.id, request.features, now);
-  });
+  const entitlement = await changeEntitlement(
+    deps,
+    context,
+    request.entitlementId,
+    async (row, manager, now) => {
+      applyFields(row, request);
+      if (request.activationPolicy) row.activationPolicy = policyText(keptTrialEnd(request.activationPolicy, row));
+      if (row.isTemplate) {
+        if (row.licenseKey) throw invalidField("licenseKey", "must be empty on a template");
+        row.templateName = row.name;
+        row.templateVersion = row.version;
+      } else {
+        row.activationPolicy = policyText(withTrialEnd(policyOf(row), row.isEntitlementTrial, row.createdAt));
+      }
+      await applyFeatureUpdates(repositoryOf(deps), manager, row.id, request.features, now);
+    },
+    request.features.length > 0,
+  );
   return create(UpdateEntitlementResponseSchema, { entitlement });
 }
 
@@ -220,6 +229,9 @@ export async function createFromTemplate(
         row,
         copiedContents(contents, { entitlementId: row.id, now, newId: deps.newId }),
       );
+      const productIds = contents.productIds;
+      const plan = { cause: "from-template" as const, productIds, templateId: template.id };
+      await deps.events.append(manager, entitlementEvents(null, row, plan, now));
       const activationInvitation = workflow
         ? await issueActivationCode(manager, {
             providerId,
@@ -233,6 +245,7 @@ export async function createFromTemplate(
       return { entitlement: await viewOf(repository, manager, row), activationInvitation };
     }),
   );
+  deps.events.committed();
   await deps.entitlementChanged(response.entitlement.id);
   return create(CreateFromTemplateResponseSchema, response);
 }
@@ -302,6 +315,7 @@ async function changeEntitlement(
   context: HandlerContext,
   entitlementId: string,
   change: (row: EntitlementRow, manager: EntityManager, now: Date) => void | Promise<void>,
+  featuresChanged = false,
 ): Promise<Entitlement> {
   const id = requireUuid("entitlementId", entitlementId);
   const providerId = providerOf(context);
@@ -311,12 +325,21 @@ async function changeEntitlement(
       const row = await repository.find(manager, providerId, id, true);
       if (!row) throw notFound("entitlement", id);
       const now = deps.clock.now();
+      const before = { ...row };
       await change(row, manager, now);
       row.updatedAt = now;
       await repository.update(manager, row);
-      return viewOf(repository, manager, row);
+      const view = await viewOf(repository, manager, row);
+      const plan = {
+        cause: "updated" as const,
+        productIds: view.products.map((product) => product.id),
+        featuresChanged,
+      };
+      await deps.events.append(manager, entitlementEvents(before, row, plan, now));
+      return view;
     }),
   );
+  deps.events.committed();
   await deps.entitlementChanged(id);
   return entitlement;
 }

@@ -1,6 +1,7 @@
 import type { DataSource } from "typeorm";
 import type { CatalogRepository } from "../catalog/catalog-repository.js";
 import type { Clock } from "../platform/clock.js";
+import type { Outbox } from "../webhooks/outbox.js";
 import type { SessionStore } from "./session-store.js";
 
 /** What the licensing services are built from. */
@@ -19,4 +20,6 @@ export interface LicensingDependencies {
   store: SessionStore;
   /** Tells every instance that these sessions changed (ended, released, renewed), once committed. */
   sessionsChanged: (...sessionIds: string[]) => Promise<void>;
+  /** Webhook events, written in the transaction of the change that causes them. */
+  events: Outbox;
 }

@@ -5,6 +5,7 @@ import type { Clock } from "../platform/clock.js";
 import type { UserTokenConfig } from "../platform/config.js";
 import type { InvalidationBus } from "../platform/invalidation-bus.js";
 import type { Logger } from "../platform/logger.js";
+import type { Outbox } from "../webhooks/outbox.js";
 import type { EntitlementFacts } from "./activation-rules.js";
 import { checkInFastRoute } from "./check-in-fast-route.js";
 import { CheckInWriter } from "./check-in-writer.js";
@@ -31,6 +32,8 @@ export async function createLicensing(options: {
   keyEncryptionKey: Buffer | undefined;
   /** The trusted issuer of interactive users' tokens; unset = interactive-user activation is refused. */
   userTokens?: UserTokenConfig;
+  /** The webhook outbox licensing changes write their events to. */
+  events: Outbox;
 }) {
   const { dataSource, clock, logger } = options;
   const caches = await LicensingCaches.create<EntitlementFacts>(options.bus, clock, logger);
@@ -46,6 +49,7 @@ export async function createLicensing(options: {
     entitlementChanged: (entitlementId) => caches.entitlementChanged(entitlementId),
     store,
     sessionsChanged: (...sessionIds) => caches.sessionsChanged(...sessionIds),
+    events: options.events,
   };
   const activation: SessionCallDependencies = {
     ...dependencies,

@@ -2,6 +2,7 @@ import fs from "node:fs";
 import net from "node:net";
 import path from "node:path";
 import proxyaddr from "proxy-addr";
+import { type WebhookConfig, webhookConfig } from "./webhook-config.js";
 
 export type DatabaseConfig = { kind: "mysql"; url: string } | { kind: "sqlite"; file: string };
 
@@ -52,6 +53,7 @@ export interface Config {
   auth: AuthConfig;
   /** Unset: interactive-user activation is refused (403 interactive-user-not-configured). */
   userTokens?: UserTokenConfig;
+  webhooks: WebhookConfig;
 }
 
 /** Fails with a ConfigError naming the variable when a configured TLS file cannot be read. */
@@ -99,6 +101,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     trustedProxies: trustedProxies(env),
     auth: authConfig(env),
     userTokens: userTokenConfig(env),
+    webhooks: webhookConfig(env),
   };
 }
 
@@ -222,12 +225,12 @@ function coordinatorConfig(env: NodeJS.ProcessEnv): CoordinatorConfig {
   return { kind: "redis", url };
 }
 
-function optional(env: NodeJS.ProcessEnv, name: string): string | undefined {
+export function optional(env: NodeJS.ProcessEnv, name: string): string | undefined {
   const value = env[name]?.trim();
   return value ? value : undefined;
 }
 
-function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max: number): number {
+export function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max: number): number {
   const raw = optional(env, name);
   if (raw === undefined) return fallback;
   if (!/^\d+$/.test(raw)) throw new ConfigError(name, `must be a whole number, got ${JSON.stringify(raw)}`);

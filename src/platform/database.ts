@@ -186,3 +186,11 @@ function isLockConflict(error: unknown): boolean {
   const errno = (error.driverError as { errno?: number })?.errno;
   return errno === 1213 || errno === 1205;
 }
+
+/**
+ * A locking read that passes over rows another transaction holds (MySQL 8.0.1+, MariaDB 10.6+), so that
+ * workers on several instances claim different rows at once; SQLite runs one write transaction at a time.
+ */
+export function forUpdateSkipLocked(dialect: Dialect): string {
+  return dialect === "mysql" ? " FOR UPDATE SKIP LOCKED" : "";
+}

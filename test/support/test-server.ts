@@ -38,6 +38,8 @@ export interface TestServerOptions {
   httpTimeouts?: ListenOptions["timeouts"];
   /** Adjusts the RPC handler's options (see AppOptions). */
   rpc?: AppOptions["rpc"];
+  /** Webhook host-name resolution and retry jitter (see AppOptions). */
+  webhooks?: AppOptions["webhooks"];
 }
 
 /** A throwaway MySQL database for one test file; dropped by the returned function. */
@@ -87,7 +89,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   const logger = createLogger(config.logLevel, sink);
   let app: App;
   try {
-    app = await createApp(config, logger, { clock: options.clock, rpc: options.rpc });
+    app = await createApp(config, logger, { clock: options.clock, rpc: options.rpc, webhooks: options.webhooks });
   } catch (error) {
     await database?.drop();
     throw error;

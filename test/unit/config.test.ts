@@ -3,7 +3,7 @@ import test from "ava";
 import { ConfigError, loadConfig } from "../../src/platform/config.js";
 
 test("an empty environment gives the documented defaults", (t) => {
-  const config = loadConfig({});
+  const { webhooks, ...config } = loadConfig({});
   t.deepEqual(config, {
     host: "0.0.0.0",
     port: 8080,
@@ -25,7 +25,32 @@ test("an empty environment gives the documented defaults", (t) => {
     userTokens: undefined,
   });
   t.true(config.database.kind === "sqlite" && path.isAbsolute(config.database.file));
+  const { trustedTargets, ...webhookDefaults } = webhooks;
+  t.deepEqual(webhookDefaults, {
+    retrySchedule: [0, 5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 36_000_000],
+    timeoutMs: 15_000,
+    retentionDays: 30,
+    concurrency: 64,
+    pollIntervalMs: 1000,
+    callbackTokenTtlSeconds: 300,
+  });
+  t.true(trustedTargets.isEmpty);
 });
+
+for (const [variable, value] of [
+  ["WEBHOOK_RETRY_SCHEDULE", "0s,,1s"],
+  ["WEBHOOK_RETRY_SCHEDULE", "8d"],
+  ["WEBHOOK_TIMEOUT_MS", "50"],
+  ["WEBHOOK_TRUSTED_TARGETS", "10.0.0.0/0"],
+  ["WEBHOOK_TRUSTED_TARGETS", "127.1"],
+  ["WEBHOOK_CONCURRENCY", "0"],
+]) {
+  test(`${variable}=${value} is refused with a ConfigError naming ${variable}`, (t) => {
+    const error = t.throws(() => loadConfig({ [variable]: value }));
+    t.is(error?.name, "ConfigError");
+    t.true(error?.message.startsWith(`invalid configuration: ${variable} `), error?.message);
+  });
+}
 
 test("blank values count as unset", (t) => {
   const config = loadConfig({ PORT: "  ", DATABASE_URL: "", REDIS_URL: " ", LOG_LEVEL: "" });

@@ -17,7 +17,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file provision/v1/webhook.proto.
  */
 export const file_provision_v1_webhook: GenFile = /*@__PURE__*/
-  fileDesc("Chpwcm92aXNpb24vdjEvd2ViaG9vay5wcm90bxIMcHJvdmlzaW9uLnYxIrgCCgxTdWJzY3JpcHRpb24SCgoCaWQYASABKAkSCwoDdXJsGAIgASgJEhkKC2V2ZW50X3R5cGVzGAMgAygJQgTQ2hhkEjAKBmZpbHRlchgEIAEoCzIgLnByb3Zpc2lvbi52MS5TdWJzY3JpcHRpb25GaWx0ZXISHQoPY2FsbGJhY2tfc2NvcGVzGAUgAygJQgTQ2hgUEi4KBXN0YXRlGAYgASgOMh8ucHJvdmlzaW9uLnYxLlN1YnNjcmlwdGlvblN0YXRlEhMKC2Rlc2NyaXB0aW9uGAcgASgJEi4KCmNyZWF0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIugBChJTdWJzY3JpcHRpb25GaWx0ZXISGgoMZW50aXR5X2tpbmRzGAEgAygJQgTQ2hgyEjcKCnNldmVyaXRpZXMYAiADKA4yHS5wcm92aXNpb24udjEuT3ZlcmFnZVNldmVyaXR5QgTQ2hgKEkoKCmF0dHJpYnV0ZXMYAyADKAsyMC5wcm92aXNpb24udjEuU3Vic2NyaXB0aW9uRmlsdGVyLkF0dHJpYnV0ZXNFbnRyeUIE0NoYMhoxCg9BdHRyaWJ1dGVzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJvCgtFdmVudFNjaGVtYRIMCgR0eXBlGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEhQKDGV2ZW50dmVyc2lvbhgDIAEoBRISCgplbnRpdHlraW5kGAQgASgJEhMKC2RhdGFfc2NoZW1hGAUgASgJIskBChlDcmVhdGVTdWJzY3JpcHRpb25SZXF1ZXN0EgsKA3VybBgBIAEoCRIZCgtldmVudF90eXBlcxgCIAMoCUIE0NoYZBIwCgZmaWx0ZXIYAyABKAsyIC5wcm92aXNpb24udjEuU3Vic2NyaXB0aW9uRmlsdGVyEh0KD2NhbGxiYWNrX3Njb3BlcxgEIAMoCUIE0NoYFBITCgtkZXNjcmlwdGlvbhgFIAEoCRITCgZzZWNyZXQYBiABKAlIAIgBAUIJCgdfc2VjcmV0Il4KGkNyZWF0ZVN1YnNjcmlwdGlvblJlc3BvbnNlEjAKDHN1YnNjcmlwdGlvbhgBIAEoCzIaLnByb3Zpc2lvbi52MS5TdWJzY3JpcHRpb24SDgoGc2VjcmV0GAIgASgJIkIKGExpc3RTdWJzY3JpcHRpb25zUmVxdWVzdBITCgtwYWdlX251bWJlchgBIAEoBRIRCglwYWdlX3NpemUYAiABKAUi5QEKGUxpc3RTdWJzY3JpcHRpb25zUmVzcG9uc2USFAoMY3VycmVudF9wYWdlGAEgASgFEgwKBGZyb20YAiABKAUSEQoJcGFnZV9zaXplGAMgASgFEgoKAnRvGAQgASgFEhMKC3RvdGFsX2NvdW50GAUgASgFEhMKC3RvdGFsX3BhZ2VzGAYgASgFEhkKEWhhc19wcmV2aW91c19wYWdlGAcgASgIEhUKDWhhc19uZXh0X3BhZ2UYCCABKAgSKQoFaXRlbXMYCSADKAsyGi5wcm92aXNpb24udjEuU3Vic2NyaXB0aW9uIiQKFkdldFN1YnNjcmlwdGlvblJlcXVlc3QSCgoCaWQYASABKAkiSwoXR2V0U3Vic2NyaXB0aW9uUmVzcG9uc2USMAoMc3Vic2NyaXB0aW9uGAEgASgLMhoucHJvdmlzaW9uLnYxLlN1YnNjcmlwdGlvbiLHAgoZVXBkYXRlU3Vic2NyaXB0aW9uUmVxdWVzdBIKCgJpZBgBIAEoCRIQCgN1cmwYAiABKAlIAIgBARIZCgtldmVudF90eXBlcxgDIAMoCUIE0NoYZBIwCgZmaWx0ZXIYBCABKAsyIC5wcm92aXNpb24udjEuU3Vic2NyaXB0aW9uRmlsdGVyEh0KD2NhbGxiYWNrX3Njb3BlcxgFIAMoCUIE0NoYFBIYCgtkZXNjcmlwdGlvbhgGIAEoCUgBiAEBEjMKBXN0YXRlGAcgASgOMh8ucHJvdmlzaW9uLnYxLlN1YnNjcmlwdGlvblN0YXRlSAKIAQESLwoLdXBkYXRlX21hc2sYCCABKAsyGi5nb29nbGUucHJvdG9idWYuRmllbGRNYXNrQgYKBF91cmxCDgoMX2Rlc2NyaXB0aW9uQggKBl9zdGF0ZSJOChpVcGRhdGVTdWJzY3JpcHRpb25SZXNwb25zZRIwCgxzdWJzY3JpcHRpb24YASABKAsyGi5wcm92aXNpb24udjEuU3Vic2NyaXB0aW9uIicKGURlbGV0ZVN1YnNjcmlwdGlvblJlcXVlc3QSCgoCaWQYASABKAkiHAoaRGVsZXRlU3Vic2NyaXB0aW9uUmVzcG9uc2UiPQobVGVzdEZpcmVTdWJzY3JpcHRpb25SZXF1ZXN0EgoKAmlkGAEgASgJEhIKCmV2ZW50X3R5cGUYAiABKAkiRQocVGVzdEZpcmVTdWJzY3JpcHRpb25SZXNwb25zZRITCgtkZWxpdmVyeV9pZBgBIAEoCRIQCghldmVudF9pZBgCIAEoCSKAAQofUm90YXRlU3Vic2NyaXB0aW9uU2VjcmV0UmVxdWVzdBIKCgJpZBgBIAEoCRITCgZzZWNyZXQYAiABKAlIAIgBARIxCg5vdmVybGFwX3BlcmlvZBgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbkIJCgdfc2VjcmV0InIKIFJvdGF0ZVN1YnNjcmlwdGlvblNlY3JldFJlc3BvbnNlEg4KBnNlY3JldBgBIAEoCRI+ChpwcmV2aW91c19zZWNyZXRfZXhwaXJlc19hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiGQoXTGlzdEV2ZW50U2NoZW1hc1JlcXVlc3QiTAoYTGlzdEV2ZW50U2NoZW1hc1Jlc3BvbnNlEjAKDWV2ZW50X3NjaGVtYXMYASADKAsyGS5wcm92aXNpb24udjEuRXZlbnRTY2hlbWEqxgEKEVN1YnNjcmlwdGlvblN0YXRlEiIKHlNVQlNDUklQVElPTl9TVEFURV9VTlNQRUNJRklFRBAAEisKJ1NVQlNDUklQVElPTl9TVEFURV9QRU5ESU5HX1ZFUklGSUNBVElPThABEh0KGVNVQlNDUklQVElPTl9TVEFURV9BQ1RJVkUQAhIfChtTVUJTQ1JJUFRJT05fU1RBVEVfRElTQUJMRUQQAxIgChxTVUJTQ1JJUFRJT05fU1RBVEVfU1VTUEVOREVEEAQyvgsKDldlYmhvb2tTZXJ2aWNlEq8BChJDcmVhdGVTdWJzY3JpcHRpb24SJy5wcm92aXNpb24udjEuQ3JlYXRlU3Vic2NyaXB0aW9uUmVxdWVzdBooLnByb3Zpc2lvbi52MS5DcmVhdGVTdWJzY3JpcHRpb25SZXNwb25zZSJGytoYEwgBEg93ZWJob29rczpjcmVhdGWC0+STAik6ASoiJC9hcGkvdjEvd2ViaG9va3MvYWRtaW4vc3Vic2NyaXB0aW9ucxKnAQoRTGlzdFN1YnNjcmlwdGlvbnMSJi5wcm92aXNpb24udjEuTGlzdFN1YnNjcmlwdGlvbnNSZXF1ZXN0GicucHJvdmlzaW9uLnYxLkxpc3RTdWJzY3JpcHRpb25zUmVzcG9uc2UiQcraGBEIARINd2ViaG9va3M6cmVhZILT5JMCJhIkL2FwaS92MS93ZWJob29rcy9hZG1pbi9zdWJzY3JpcHRpb25zErQBCg9HZXRTdWJzY3JpcHRpb24SJC5wcm92aXNpb24udjEuR2V0U3Vic2NyaXB0aW9uUmVxdWVzdBolLnByb3Zpc2lvbi52MS5HZXRTdWJzY3JpcHRpb25SZXNwb25zZSJUytoYEQgBEg13ZWJob29rczpyZWFkgtPkkwI5YgxzdWJzY3JpcHRpb24SKS9hcGkvdjEvd2ViaG9va3MvYWRtaW4vc3Vic2NyaXB0aW9ucy97aWR9EsIBChJVcGRhdGVTdWJzY3JpcHRpb24SJy5wcm92aXNpb24udjEuVXBkYXRlU3Vic2NyaXB0aW9uUmVxdWVzdBooLnByb3Zpc2lvbi52MS5VcGRhdGVTdWJzY3JpcHRpb25SZXNwb25zZSJZytoYEwgBEg93ZWJob29rczp1cGRhdGWC0+STAjw6ASpiDHN1YnNjcmlwdGlvbjIpL2FwaS92MS93ZWJob29rcy9hZG1pbi9zdWJzY3JpcHRpb25zL3tpZH0SsQEKEkRlbGV0ZVN1YnNjcmlwdGlvbhInLnByb3Zpc2lvbi52MS5EZWxldGVTdWJzY3JpcHRpb25SZXF1ZXN0GigucHJvdmlzaW9uLnYxLkRlbGV0ZVN1YnNjcmlwdGlvblJlc3BvbnNlIkjK2hgTCAESD3dlYmhvb2tzOmRlbGV0ZYLT5JMCKyopL2FwaS92MS93ZWJob29rcy9hZG1pbi9zdWJzY3JpcHRpb25zL3tpZH0SwwEKFFRlc3RGaXJlU3Vic2NyaXB0aW9uEikucHJvdmlzaW9uLnYxLlRlc3RGaXJlU3Vic2NyaXB0aW9uUmVxdWVzdBoqLnByb3Zpc2lvbi52MS5UZXN0RmlyZVN1YnNjcmlwdGlvblJlc3BvbnNlIlTK2hgSCAESDndlYmhvb2tzOndyaXRlgtPkkwI4OgEqIjMvYXBpL3YxL3dlYmhvb2tzL2FkbWluL3N1YnNjcmlwdGlvbnMve2lkfS90ZXN0LWZpcmUSzQEKGFJvdGF0ZVN1YnNjcmlwdGlvblNlY3JldBItLnByb3Zpc2lvbi52MS5Sb3RhdGVTdWJzY3JpcHRpb25TZWNyZXRSZXF1ZXN0Gi4ucHJvdmlzaW9uLnYxLlJvdGF0ZVN1YnNjcmlwdGlvblNlY3JldFJlc3BvbnNlIlLK2hgTCAESD3dlYmhvb2tzOnVwZGF0ZYLT5JMCNToBKiIwL2FwaS92MS93ZWJob29rcy9hZG1pbi9zdWJzY3JpcHRpb25zL3tpZH0vc2VjcmV0EokBChBMaXN0RXZlbnRTY2hlbWFzEiUucHJvdmlzaW9uLnYxLkxpc3RFdmVudFNjaGVtYXNSZXF1ZXN0GiYucHJvdmlzaW9uLnYxLkxpc3RFdmVudFNjaGVtYXNSZXNwb25zZSImytoYAggDgtPkkwIaEhgvYXBpL3YxL3dlYmhvb2tzL3NjaGVtYXNiBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_duration, file_google_protobuf_field_mask, file_google_protobuf_timestamp, file_provision_v1_auth, file_provision_v1_catalog, file_provision_v1_limits]);
+  fileDesc("Chpwcm92aXNpb24vdjEvd2ViaG9vay5wcm90bxIMcHJvdmlzaW9uLnYxItICCgxTdWJzY3JpcHRpb24SCgoCaWQYASABKAkSCwoDdXJsGAIgASgJEhkKC2V2ZW50X3R5cGVzGAMgAygJQgTQ2hhkEjAKBmZpbHRlchgEIAEoCzIgLnByb3Zpc2lvbi52MS5TdWJzY3JpcHRpb25GaWx0ZXISHQoPY2FsbGJhY2tfc2NvcGVzGAUgAygJQgTQ2hgUEi4KBXN0YXRlGAYgASgOMh8ucHJvdmlzaW9uLnYxLlN1YnNjcmlwdGlvblN0YXRlEhMKC2Rlc2NyaXB0aW9uGAcgASgJEi4KCmNyZWF0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhgKEHRpbWVzdGFtcF9mb3JtYXQYCiABKAki6AEKElN1YnNjcmlwdGlvbkZpbHRlchIaCgxlbnRpdHlfa2luZHMYASADKAlCBNDaGDISNwoKc2V2ZXJpdGllcxgCIAMoDjIdLnByb3Zpc2lvbi52MS5PdmVyYWdlU2V2ZXJpdHlCBNDaGAoSSgoKYXR0cmlidXRlcxgDIAMoCzIwLnByb3Zpc2lvbi52MS5TdWJzY3JpcHRpb25GaWx0ZXIuQXR0cmlidXRlc0VudHJ5QgTQ2hgyGjEKD0F0dHJpYnV0ZXNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIm8KC0V2ZW50U2NoZW1hEgwKBHR5cGUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSFAoMZXZlbnR2ZXJzaW9uGAMgASgFEhIKCmVudGl0eWtpbmQYBCABKAkSEwoLZGF0YV9zY2hlbWEYBSABKAki/QEKGUNyZWF0ZVN1YnNjcmlwdGlvblJlcXVlc3QSCwoDdXJsGAEgASgJEhkKC2V2ZW50X3R5cGVzGAIgAygJQgTQ2hhkEjAKBmZpbHRlchgDIAEoCzIgLnByb3Zpc2lvbi52MS5TdWJzY3JpcHRpb25GaWx0ZXISHQoPY2FsbGJhY2tfc2NvcGVzGAQgAygJQgTQ2hgUEhMKC2Rlc2NyaXB0aW9uGAUgASgJEhMKBnNlY3JldBgGIAEoCUgAiAEBEh0KEHRpbWVzdGFtcF9mb3JtYXQYByABKAlIAYgBAUIJCgdfc2VjcmV0QhMKEV90aW1lc3RhbXBfZm9ybWF0Il4KGkNyZWF0ZVN1YnNjcmlwdGlvblJlc3BvbnNlEjAKDHN1YnNjcmlwdGlvbhgBIAEoCzIaLnByb3Zpc2lvbi52MS5TdWJzY3JpcHRpb24SDgoGc2VjcmV0GAIgASgJIkIKGExpc3RTdWJzY3JpcHRpb25zUmVxdWVzdBITCgtwYWdlX251bWJlchgBIAEoBRIRCglwYWdlX3NpemUYAiABKAUi5QEKGUxpc3RTdWJzY3JpcHRpb25zUmVzcG9uc2USFAoMY3VycmVudF9wYWdlGAEgASgFEgwKBGZyb20YAiABKAUSEQoJcGFnZV9zaXplGAMgASgFEgoKAnRvGAQgASgFEhMKC3RvdGFsX2NvdW50GAUgASgFEhMKC3RvdGFsX3BhZ2VzGAYgASgFEhkKEWhhc19wcmV2aW91c19wYWdlGAcgASgIEhUKDWhhc19uZXh0X3BhZ2UYCCABKAgSKQoFaXRlbXMYCSADKAsyGi5wcm92aXNpb24udjEuU3Vic2NyaXB0aW9uIiQKFkdldFN1YnNjcmlwdGlvblJlcXVlc3QSCgoCaWQYASABKAkiSwoXR2V0U3Vic2NyaXB0aW9uUmVzcG9uc2USMAoMc3Vic2NyaXB0aW9uGAEgASgLMhoucHJvdmlzaW9uLnYxLlN1YnNjcmlwdGlvbiL7AgoZVXBkYXRlU3Vic2NyaXB0aW9uUmVxdWVzdBIKCgJpZBgBIAEoCRIQCgN1cmwYAiABKAlIAIgBARIZCgtldmVudF90eXBlcxgDIAMoCUIE0NoYZBIwCgZmaWx0ZXIYBCABKAsyIC5wcm92aXNpb24udjEuU3Vic2NyaXB0aW9uRmlsdGVyEh0KD2NhbGxiYWNrX3Njb3BlcxgFIAMoCUIE0NoYFBIYCgtkZXNjcmlwdGlvbhgGIAEoCUgBiAEBEjMKBXN0YXRlGAcgASgOMh8ucHJvdmlzaW9uLnYxLlN1YnNjcmlwdGlvblN0YXRlSAKIAQESLwoLdXBkYXRlX21hc2sYCCABKAsyGi5nb29nbGUucHJvdG9idWYuRmllbGRNYXNrEh0KEHRpbWVzdGFtcF9mb3JtYXQYCSABKAlIA4gBAUIGCgRfdXJsQg4KDF9kZXNjcmlwdGlvbkIICgZfc3RhdGVCEwoRX3RpbWVzdGFtcF9mb3JtYXQiTgoaVXBkYXRlU3Vic2NyaXB0aW9uUmVzcG9uc2USMAoMc3Vic2NyaXB0aW9uGAEgASgLMhoucHJvdmlzaW9uLnYxLlN1YnNjcmlwdGlvbiInChlEZWxldGVTdWJzY3JpcHRpb25SZXF1ZXN0EgoKAmlkGAEgASgJIhwKGkRlbGV0ZVN1YnNjcmlwdGlvblJlc3BvbnNlIj0KG1Rlc3RGaXJlU3Vic2NyaXB0aW9uUmVxdWVzdBIKCgJpZBgBIAEoCRISCgpldmVudF90eXBlGAIgASgJIkUKHFRlc3RGaXJlU3Vic2NyaXB0aW9uUmVzcG9uc2USEwoLZGVsaXZlcnlfaWQYASABKAkSEAoIZXZlbnRfaWQYAiABKAkigAEKH1JvdGF0ZVN1YnNjcmlwdGlvblNlY3JldFJlcXVlc3QSCgoCaWQYASABKAkSEwoGc2VjcmV0GAIgASgJSACIAQESMQoOb3ZlcmxhcF9wZXJpb2QYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb25CCQoHX3NlY3JldCJyCiBSb3RhdGVTdWJzY3JpcHRpb25TZWNyZXRSZXNwb25zZRIOCgZzZWNyZXQYASABKAkSPgoacHJldmlvdXNfc2VjcmV0X2V4cGlyZXNfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIhkKF0xpc3RFdmVudFNjaGVtYXNSZXF1ZXN0IkwKGExpc3RFdmVudFNjaGVtYXNSZXNwb25zZRIwCg1ldmVudF9zY2hlbWFzGAEgAygLMhkucHJvdmlzaW9uLnYxLkV2ZW50U2NoZW1hIicKGVZlcmlmeVN1YnNjcmlwdGlvblJlcXVlc3QSCgoCaWQYASABKAkiYwoaVmVyaWZ5U3Vic2NyaXB0aW9uUmVzcG9uc2USMAoMc3Vic2NyaXB0aW9uGAEgASgLMhoucHJvdmlzaW9uLnYxLlN1YnNjcmlwdGlvbhITCgtkZWxpdmVyeV9pZBgCIAEoCSKlAwoIRGVsaXZlcnkSCgoCaWQYASABKAkSFwoPc3Vic2NyaXB0aW9uX2lkGAIgASgJEhAKCGV2ZW50X2lkGAMgASgJEhIKCmV2ZW50X3R5cGUYBCABKAkSLAoGc3RhdHVzGAUgASgOMhwucHJvdmlzaW9uLnYxLkRlbGl2ZXJ5U3RhdHVzEhUKDWF0dGVtcHRfY291bnQYBiABKAUSMwoPbmV4dF9hdHRlbXB0X2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIzCg9sYXN0X2F0dGVtcHRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhgKEGxhc3Rfc3RhdHVzX2NvZGUYCSABKAUSEgoKbGFzdF9lcnJvchgKIAEoCRIPCgdpc190ZXN0GAsgASgIEi4KCmNyZWF0ZWRfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjAKDGNvbXBsZXRlZF9hdBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAi1gEKD0RlbGl2ZXJ5QXR0ZW1wdBIPCgdhdHRlbXB0GAEgASgFEi4KCnN0YXJ0ZWRfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEisKCGR1cmF0aW9uGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhMKC3N0YXR1c19jb2RlGAQgASgFEg0KBWVycm9yGAUgASgJEhUKDXJlc3BvbnNlX2JvZHkYBiABKAkSGgoScmVzcG9uc2VfdHJ1bmNhdGVkGAcgASgIIo0BChVMaXN0RGVsaXZlcmllc1JlcXVlc3QSCgoCaWQYASABKAkSEwoLcGFnZV9udW1iZXIYAiABKAUSEQoJcGFnZV9zaXplGAMgASgFEiwKBnN0YXR1cxgEIAEoDjIcLnByb3Zpc2lvbi52MS5EZWxpdmVyeVN0YXR1cxISCgpldmVudF90eXBlGAUgASgJIt4BChZMaXN0RGVsaXZlcmllc1Jlc3BvbnNlEhQKDGN1cnJlbnRfcGFnZRgBIAEoBRIMCgRmcm9tGAIgASgFEhEKCXBhZ2Vfc2l6ZRgDIAEoBRIKCgJ0bxgEIAEoBRITCgt0b3RhbF9jb3VudBgFIAEoBRITCgt0b3RhbF9wYWdlcxgGIAEoBRIZChFoYXNfcHJldmlvdXNfcGFnZRgHIAEoCBIVCg1oYXNfbmV4dF9wYWdlGAggASgIEiUKBWl0ZW1zGAkgAygLMhYucHJvdmlzaW9uLnYxLkRlbGl2ZXJ5IikKEkdldERlbGl2ZXJ5UmVxdWVzdBITCgtkZWxpdmVyeV9pZBgBIAEoCSKBAQoTR2V0RGVsaXZlcnlSZXNwb25zZRIoCghkZWxpdmVyeRgBIAEoCzIWLnByb3Zpc2lvbi52MS5EZWxpdmVyeRIvCghhdHRlbXB0cxgCIAMoCzIdLnByb3Zpc2lvbi52MS5EZWxpdmVyeUF0dGVtcHQSDwoHcGF5bG9hZBgDIAEoCSItChZSZXF1ZXVlRGVsaXZlcnlSZXF1ZXN0EhMKC2RlbGl2ZXJ5X2lkGAEgASgJIkMKF1JlcXVldWVEZWxpdmVyeVJlc3BvbnNlEigKCGRlbGl2ZXJ5GAEgASgLMhYucHJvdmlzaW9uLnYxLkRlbGl2ZXJ5IiwKHlJlcXVldWVGYWlsZWREZWxpdmVyaWVzUmVxdWVzdBIKCgJpZBgBIAEoCSIzCh9SZXF1ZXVlRmFpbGVkRGVsaXZlcmllc1Jlc3BvbnNlEhAKCHJlcXVldWVkGAEgASgFKsYBChFTdWJzY3JpcHRpb25TdGF0ZRIiCh5TVUJTQ1JJUFRJT05fU1RBVEVfVU5TUEVDSUZJRUQQABIrCidTVUJTQ1JJUFRJT05fU1RBVEVfUEVORElOR19WRVJJRklDQVRJT04QARIdChlTVUJTQ1JJUFRJT05fU1RBVEVfQUNUSVZFEAISHwobU1VCU0NSSVBUSU9OX1NUQVRFX0RJU0FCTEVEEAMSIAocU1VCU0NSSVBUSU9OX1NUQVRFX1NVU1BFTkRFRBAEKqgBCg5EZWxpdmVyeVN0YXR1cxIfChtERUxJVkVSWV9TVEFUVVNfVU5TUEVDSUZJRUQQABIbChdERUxJVkVSWV9TVEFUVVNfUEVORElORxABEh0KGURFTElWRVJZX1NUQVRVU19TVUNDRUVERUQQAhIaChZERUxJVkVSWV9TVEFUVVNfRkFJTEVEEAMSHQoZREVMSVZFUllfU1RBVFVTX0NBTkNFTExFRBAEMuESCg5XZWJob29rU2VydmljZRKvAQoSQ3JlYXRlU3Vic2NyaXB0aW9uEicucHJvdmlzaW9uLnYxLkNyZWF0ZVN1YnNjcmlwdGlvblJlcXVlc3QaKC5wcm92aXNpb24udjEuQ3JlYXRlU3Vic2NyaXB0aW9uUmVzcG9uc2UiRsraGBMIARIPd2ViaG9va3M6Y3JlYXRlgtPkkwIpOgEqIiQvYXBpL3YxL3dlYmhvb2tzL2FkbWluL3N1YnNjcmlwdGlvbnMSpwEKEUxpc3RTdWJzY3JpcHRpb25zEiYucHJvdmlzaW9uLnYxLkxpc3RTdWJzY3JpcHRpb25zUmVxdWVzdBonLnByb3Zpc2lvbi52MS5MaXN0U3Vic2NyaXB0aW9uc1Jlc3BvbnNlIkHK2hgRCAESDXdlYmhvb2tzOnJlYWSC0+STAiYSJC9hcGkvdjEvd2ViaG9va3MvYWRtaW4vc3Vic2NyaXB0aW9ucxK0AQoPR2V0U3Vic2NyaXB0aW9uEiQucHJvdmlzaW9uLnYxLkdldFN1YnNjcmlwdGlvblJlcXVlc3QaJS5wcm92aXNpb24udjEuR2V0U3Vic2NyaXB0aW9uUmVzcG9uc2UiVMraGBEIARINd2ViaG9va3M6cmVhZILT5JMCOWIMc3Vic2NyaXB0aW9uEikvYXBpL3YxL3dlYmhvb2tzL2FkbWluL3N1YnNjcmlwdGlvbnMve2lkfRLCAQoSVXBkYXRlU3Vic2NyaXB0aW9uEicucHJvdmlzaW9uLnYxLlVwZGF0ZVN1YnNjcmlwdGlvblJlcXVlc3QaKC5wcm92aXNpb24udjEuVXBkYXRlU3Vic2NyaXB0aW9uUmVzcG9uc2UiWcraGBMIARIPd2ViaG9va3M6dXBkYXRlgtPkkwI8OgEqYgxzdWJzY3JpcHRpb24yKS9hcGkvdjEvd2ViaG9va3MvYWRtaW4vc3Vic2NyaXB0aW9ucy97aWR9ErEBChJEZWxldGVTdWJzY3JpcHRpb24SJy5wcm92aXNpb24udjEuRGVsZXRlU3Vic2NyaXB0aW9uUmVxdWVzdBooLnByb3Zpc2lvbi52MS5EZWxldGVTdWJzY3JpcHRpb25SZXNwb25zZSJIytoYEwgBEg93ZWJob29rczpkZWxldGWC0+STAisqKS9hcGkvdjEvd2ViaG9va3MvYWRtaW4vc3Vic2NyaXB0aW9ucy97aWR9EsMBChRUZXN0RmlyZVN1YnNjcmlwdGlvbhIpLnByb3Zpc2lvbi52MS5UZXN0RmlyZVN1YnNjcmlwdGlvblJlcXVlc3QaKi5wcm92aXNpb24udjEuVGVzdEZpcmVTdWJzY3JpcHRpb25SZXNwb25zZSJUytoYEggBEg53ZWJob29rczp3cml0ZYLT5JMCODoBKiIzL2FwaS92MS93ZWJob29rcy9hZG1pbi9zdWJzY3JpcHRpb25zL3tpZH0vdGVzdC1maXJlEs0BChhSb3RhdGVTdWJzY3JpcHRpb25TZWNyZXQSLS5wcm92aXNpb24udjEuUm90YXRlU3Vic2NyaXB0aW9uU2VjcmV0UmVxdWVzdBouLnByb3Zpc2lvbi52MS5Sb3RhdGVTdWJzY3JpcHRpb25TZWNyZXRSZXNwb25zZSJSytoYEwgBEg93ZWJob29rczp1cGRhdGWC0+STAjU6ASoiMC9hcGkvdjEvd2ViaG9va3MvYWRtaW4vc3Vic2NyaXB0aW9ucy97aWR9L3NlY3JldBKJAQoQTGlzdEV2ZW50U2NoZW1hcxIlLnByb3Zpc2lvbi52MS5MaXN0RXZlbnRTY2hlbWFzUmVxdWVzdBomLnByb3Zpc2lvbi52MS5MaXN0RXZlbnRTY2hlbWFzUmVzcG9uc2UiJsraGAIIA4LT5JMCGhIYL2FwaS92MS93ZWJob29rcy9zY2hlbWFzErsBChJWZXJpZnlTdWJzY3JpcHRpb24SJy5wcm92aXNpb24udjEuVmVyaWZ5U3Vic2NyaXB0aW9uUmVxdWVzdBooLnByb3Zpc2lvbi52MS5WZXJpZnlTdWJzY3JpcHRpb25SZXNwb25zZSJSytoYEwgBEg93ZWJob29rczp1cGRhdGWC0+STAjU6ASoiMC9hcGkvdjEvd2ViaG9va3MvYWRtaW4vc3Vic2NyaXB0aW9ucy97aWR9L3ZlcmlmeRKuAQoOTGlzdERlbGl2ZXJpZXMSIy5wcm92aXNpb24udjEuTGlzdERlbGl2ZXJpZXNSZXF1ZXN0GiQucHJvdmlzaW9uLnYxLkxpc3REZWxpdmVyaWVzUmVzcG9uc2UiUcraGBEIARINd2ViaG9va3M6cmVhZILT5JMCNhI0L2FwaS92MS93ZWJob29rcy9hZG1pbi9zdWJzY3JpcHRpb25zL3tpZH0vZGVsaXZlcmllcxKgAQoLR2V0RGVsaXZlcnkSIC5wcm92aXNpb24udjEuR2V0RGVsaXZlcnlSZXF1ZXN0GiEucHJvdmlzaW9uLnYxLkdldERlbGl2ZXJ5UmVzcG9uc2UiTMraGBEIARINd2ViaG9va3M6cmVhZILT5JMCMRIvL2FwaS92MS93ZWJob29rcy9hZG1pbi9kZWxpdmVyaWVzL3tkZWxpdmVyeV9pZH0SuQEKD1JlcXVldWVEZWxpdmVyeRIkLnByb3Zpc2lvbi52MS5SZXF1ZXVlRGVsaXZlcnlSZXF1ZXN0GiUucHJvdmlzaW9uLnYxLlJlcXVldWVEZWxpdmVyeVJlc3BvbnNlIlnK2hgTCAESD3dlYmhvb2tzOnVwZGF0ZYLT5JMCPDoBKiI3L2FwaS92MS93ZWJob29rcy9hZG1pbi9kZWxpdmVyaWVzL3tkZWxpdmVyeV9pZH0vcmVxdWV1ZRLSAQoXUmVxdWV1ZUZhaWxlZERlbGl2ZXJpZXMSLC5wcm92aXNpb24udjEuUmVxdWV1ZUZhaWxlZERlbGl2ZXJpZXNSZXF1ZXN0Gi0ucHJvdmlzaW9uLnYxLlJlcXVldWVGYWlsZWREZWxpdmVyaWVzUmVzcG9uc2UiWsraGBMIARIPd2ViaG9va3M6dXBkYXRlgtPkkwI9OgEqIjgvYXBpL3YxL3dlYmhvb2tzL2FkbWluL3N1YnNjcmlwdGlvbnMve2lkfS9yZXF1ZXVlLWZhaWxlZGIGcHJvdG8z", [file_google_api_annotations, file_google_protobuf_duration, file_google_protobuf_field_mask, file_google_protobuf_timestamp, file_provision_v1_auth, file_provision_v1_catalog, file_provision_v1_limits]);
 
 /**
  * A webhook subscription. The signing secret is write-only and never returned here.
@@ -82,6 +82,15 @@ export type Subscription = Message<"provision.v1.Subscription"> & {
    * @generated from field: google.protobuf.Timestamp updated_at = 9;
    */
   updatedAt?: Timestamp | undefined;
+
+  /**
+   * How `webhook-timestamp` is written: `rfc3339` (the default, e.g.
+   * `2026-03-01T12:00:00Z`) or `unix` (seconds since the epoch, as the Standard
+   * Webhooks verification libraries read it).
+   *
+   * @generated from field: string timestamp_format = 10;
+   */
+  timestampFormat: string;
 };
 
 /**
@@ -220,6 +229,13 @@ export type CreateSubscriptionRequest = Message<"provision.v1.CreateSubscription
    * @generated from field: optional string secret = 6;
    */
   secret?: string | undefined;
+
+  /**
+   * `rfc3339` (default) or `unix`; see Subscription.timestampFormat.
+   *
+   * @generated from field: optional string timestamp_format = 7;
+   */
+  timestampFormat?: string | undefined;
 };
 
 /**
@@ -433,6 +449,13 @@ export type UpdateSubscriptionRequest = Message<"provision.v1.UpdateSubscription
    * @generated from field: google.protobuf.FieldMask update_mask = 8;
    */
   updateMask?: FieldMask | undefined;
+
+  /**
+   * `rfc3339` or `unix`; see Subscription.timestampFormat.
+   *
+   * @generated from field: optional string timestamp_format = 9;
+   */
+  timestampFormat?: string | undefined;
 };
 
 /**
@@ -638,6 +661,441 @@ export const ListEventSchemasResponseSchema: GenMessage<ListEventSchemasResponse
   messageDesc(file_provision_v1_webhook, 18);
 
 /**
+ * @generated from message provision.v1.VerifySubscriptionRequest
+ */
+export type VerifySubscriptionRequest = Message<"provision.v1.VerifySubscriptionRequest"> & {
+  /**
+   * UUID.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message provision.v1.VerifySubscriptionRequest.
+ * Use `create(VerifySubscriptionRequestSchema)` to create a new message.
+ */
+export const VerifySubscriptionRequestSchema: GenMessage<VerifySubscriptionRequest> = /*@__PURE__*/
+  messageDesc(file_provision_v1_webhook, 19);
+
+/**
+ * @generated from message provision.v1.VerifySubscriptionResponse
+ */
+export type VerifySubscriptionResponse = Message<"provision.v1.VerifySubscriptionResponse"> & {
+  /**
+   * @generated from field: provision.v1.Subscription subscription = 1;
+   */
+  subscription?: Subscription | undefined;
+
+  /**
+   * UUID of the challenge's delivery record.
+   *
+   * @generated from field: string delivery_id = 2;
+   */
+  deliveryId: string;
+};
+
+/**
+ * Describes the message provision.v1.VerifySubscriptionResponse.
+ * Use `create(VerifySubscriptionResponseSchema)` to create a new message.
+ */
+export const VerifySubscriptionResponseSchema: GenMessage<VerifySubscriptionResponse> = /*@__PURE__*/
+  messageDesc(file_provision_v1_webhook, 20);
+
+/**
+ * One event's delivery to one subscription.
+ *
+ * @generated from message provision.v1.Delivery
+ */
+export type Delivery = Message<"provision.v1.Delivery"> & {
+  /**
+   * UUID.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * UUID.
+   *
+   * @generated from field: string subscription_id = 2;
+   */
+  subscriptionId: string;
+
+  /**
+   * The envelope `id`, also sent as `webhook-id` (the same on every attempt).
+   *
+   * @generated from field: string event_id = 3;
+   */
+  eventId: string;
+
+  /**
+   * @generated from field: string event_type = 4;
+   */
+  eventType: string;
+
+  /**
+   * @generated from field: provision.v1.DeliveryStatus status = 5;
+   */
+  status: DeliveryStatus;
+
+  /**
+   * Attempts made so far.
+   *
+   * @generated from field: int32 attempt_count = 6;
+   */
+  attemptCount: number;
+
+  /**
+   * When the next attempt is due; unset unless pending and scheduled.
+   *
+   * @generated from field: google.protobuf.Timestamp next_attempt_at = 7;
+   */
+  nextAttemptAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp last_attempt_at = 8;
+   */
+  lastAttemptAt?: Timestamp | undefined;
+
+  /**
+   * HTTP status of the last attempt; 0 when there was no HTTP answer.
+   *
+   * @generated from field: int32 last_status_code = 9;
+   */
+  lastStatusCode: number;
+
+  /**
+   * Why the last attempt failed, when it did.
+   *
+   * @generated from field: string last_error = 10;
+   */
+  lastError: string;
+
+  /**
+   * A test-fire.
+   *
+   * @generated from field: bool is_test = 11;
+   */
+  isTest: boolean;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 12;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * When it succeeded, failed for good or was cancelled.
+   *
+   * @generated from field: google.protobuf.Timestamp completed_at = 13;
+   */
+  completedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message provision.v1.Delivery.
+ * Use `create(DeliverySchema)` to create a new message.
+ */
+export const DeliverySchema: GenMessage<Delivery> = /*@__PURE__*/
+  messageDesc(file_provision_v1_webhook, 21);
+
+/**
+ * One attempt of a delivery.
+ *
+ * @generated from message provision.v1.DeliveryAttempt
+ */
+export type DeliveryAttempt = Message<"provision.v1.DeliveryAttempt"> & {
+  /**
+   * 1-based; the `webhook-delivery-attempt` header sent.
+   *
+   * @generated from field: int32 attempt = 1;
+   */
+  attempt: number;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp started_at = 2;
+   */
+  startedAt?: Timestamp | undefined;
+
+  /**
+   * date-span; REST: .NET TimeSpan `[d.]hh:mm:ss[.fffffff]`.
+   *
+   * @generated from field: google.protobuf.Duration duration = 3;
+   */
+  duration?: Duration | undefined;
+
+  /**
+   * 0 when there was no HTTP answer.
+   *
+   * @generated from field: int32 status_code = 4;
+   */
+  statusCode: number;
+
+  /**
+   * Time-out, connection refused, DNS failure, address not allowed, challenge not echoed; empty on success.
+   *
+   * @generated from field: string error = 5;
+   */
+  error: string;
+
+  /**
+   * The first 4,096 bytes of the response body, as UTF-8.
+   *
+   * @generated from field: string response_body = 6;
+   */
+  responseBody: string;
+
+  /**
+   * The response body was longer than what is kept.
+   *
+   * @generated from field: bool response_truncated = 7;
+   */
+  responseTruncated: boolean;
+};
+
+/**
+ * Describes the message provision.v1.DeliveryAttempt.
+ * Use `create(DeliveryAttemptSchema)` to create a new message.
+ */
+export const DeliveryAttemptSchema: GenMessage<DeliveryAttempt> = /*@__PURE__*/
+  messageDesc(file_provision_v1_webhook, 22);
+
+/**
+ * @generated from message provision.v1.ListDeliveriesRequest
+ */
+export type ListDeliveriesRequest = Message<"provision.v1.ListDeliveriesRequest"> & {
+  /**
+   * UUID of the subscription.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * 1-based; 0 means 1.
+   *
+   * @generated from field: int32 page_number = 2;
+   */
+  pageNumber: number;
+
+  /**
+   * Items per page; 0 means 20, at most 100.
+   *
+   * @generated from field: int32 page_size = 3;
+   */
+  pageSize: number;
+
+  /**
+   * Only deliveries in this status; unset = any.
+   *
+   * @generated from field: provision.v1.DeliveryStatus status = 4;
+   */
+  status: DeliveryStatus;
+
+  /**
+   * Only deliveries of this exact event type; empty = any.
+   *
+   * @generated from field: string event_type = 5;
+   */
+  eventType: string;
+};
+
+/**
+ * Describes the message provision.v1.ListDeliveriesRequest.
+ * Use `create(ListDeliveriesRequestSchema)` to create a new message.
+ */
+export const ListDeliveriesRequestSchema: GenMessage<ListDeliveriesRequest> = /*@__PURE__*/
+  messageDesc(file_provision_v1_webhook, 23);
+
+/**
+ * A page of deliveries.
+ *
+ * @generated from message provision.v1.ListDeliveriesResponse
+ */
+export type ListDeliveriesResponse = Message<"provision.v1.ListDeliveriesResponse"> & {
+  /**
+   * @generated from field: int32 current_page = 1;
+   */
+  currentPage: number;
+
+  /**
+   * 1-based position of the first item on this page (0 when the page is empty).
+   *
+   * @generated from field: int32 from = 2;
+   */
+  from: number;
+
+  /**
+   * @generated from field: int32 page_size = 3;
+   */
+  pageSize: number;
+
+  /**
+   * 1-based position of the last item on this page (0 when the page is empty).
+   *
+   * @generated from field: int32 to = 4;
+   */
+  to: number;
+
+  /**
+   * @generated from field: int32 total_count = 5;
+   */
+  totalCount: number;
+
+  /**
+   * @generated from field: int32 total_pages = 6;
+   */
+  totalPages: number;
+
+  /**
+   * @generated from field: bool has_previous_page = 7;
+   */
+  hasPreviousPage: boolean;
+
+  /**
+   * @generated from field: bool has_next_page = 8;
+   */
+  hasNextPage: boolean;
+
+  /**
+   * @generated from field: repeated provision.v1.Delivery items = 9;
+   */
+  items: Delivery[];
+};
+
+/**
+ * Describes the message provision.v1.ListDeliveriesResponse.
+ * Use `create(ListDeliveriesResponseSchema)` to create a new message.
+ */
+export const ListDeliveriesResponseSchema: GenMessage<ListDeliveriesResponse> = /*@__PURE__*/
+  messageDesc(file_provision_v1_webhook, 24);
+
+/**
+ * @generated from message provision.v1.GetDeliveryRequest
+ */
+export type GetDeliveryRequest = Message<"provision.v1.GetDeliveryRequest"> & {
+  /**
+   * UUID.
+   *
+   * @generated from field: string delivery_id = 1;
+   */
+  deliveryId: string;
+};
+
+/**
+ * Describes the message provision.v1.GetDeliveryRequest.
+ * Use `create(GetDeliveryRequestSchema)` to create a new message.
+ */
+export const GetDeliveryRequestSchema: GenMessage<GetDeliveryRequest> = /*@__PURE__*/
+  messageDesc(file_provision_v1_webhook, 25);
+
+/**
+ * @generated from message provision.v1.GetDeliveryResponse
+ */
+export type GetDeliveryResponse = Message<"provision.v1.GetDeliveryResponse"> & {
+  /**
+   * @generated from field: provision.v1.Delivery delivery = 1;
+   */
+  delivery?: Delivery | undefined;
+
+  /**
+   * Oldest first.
+   *
+   * @generated from field: repeated provision.v1.DeliveryAttempt attempts = 2;
+   */
+  attempts: DeliveryAttempt[];
+
+  /**
+   * The envelope as sent (JSON text).
+   *
+   * @generated from field: string payload = 3;
+   */
+  payload: string;
+};
+
+/**
+ * Describes the message provision.v1.GetDeliveryResponse.
+ * Use `create(GetDeliveryResponseSchema)` to create a new message.
+ */
+export const GetDeliveryResponseSchema: GenMessage<GetDeliveryResponse> = /*@__PURE__*/
+  messageDesc(file_provision_v1_webhook, 26);
+
+/**
+ * @generated from message provision.v1.RequeueDeliveryRequest
+ */
+export type RequeueDeliveryRequest = Message<"provision.v1.RequeueDeliveryRequest"> & {
+  /**
+   * UUID.
+   *
+   * @generated from field: string delivery_id = 1;
+   */
+  deliveryId: string;
+};
+
+/**
+ * Describes the message provision.v1.RequeueDeliveryRequest.
+ * Use `create(RequeueDeliveryRequestSchema)` to create a new message.
+ */
+export const RequeueDeliveryRequestSchema: GenMessage<RequeueDeliveryRequest> = /*@__PURE__*/
+  messageDesc(file_provision_v1_webhook, 27);
+
+/**
+ * @generated from message provision.v1.RequeueDeliveryResponse
+ */
+export type RequeueDeliveryResponse = Message<"provision.v1.RequeueDeliveryResponse"> & {
+  /**
+   * @generated from field: provision.v1.Delivery delivery = 1;
+   */
+  delivery?: Delivery | undefined;
+};
+
+/**
+ * Describes the message provision.v1.RequeueDeliveryResponse.
+ * Use `create(RequeueDeliveryResponseSchema)` to create a new message.
+ */
+export const RequeueDeliveryResponseSchema: GenMessage<RequeueDeliveryResponse> = /*@__PURE__*/
+  messageDesc(file_provision_v1_webhook, 28);
+
+/**
+ * @generated from message provision.v1.RequeueFailedDeliveriesRequest
+ */
+export type RequeueFailedDeliveriesRequest = Message<"provision.v1.RequeueFailedDeliveriesRequest"> & {
+  /**
+   * UUID of the subscription.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message provision.v1.RequeueFailedDeliveriesRequest.
+ * Use `create(RequeueFailedDeliveriesRequestSchema)` to create a new message.
+ */
+export const RequeueFailedDeliveriesRequestSchema: GenMessage<RequeueFailedDeliveriesRequest> = /*@__PURE__*/
+  messageDesc(file_provision_v1_webhook, 29);
+
+/**
+ * @generated from message provision.v1.RequeueFailedDeliveriesResponse
+ */
+export type RequeueFailedDeliveriesResponse = Message<"provision.v1.RequeueFailedDeliveriesResponse"> & {
+  /**
+   * How many failed deliveries are pending again.
+   *
+   * @generated from field: int32 requeued = 1;
+   */
+  requeued: number;
+};
+
+/**
+ * Describes the message provision.v1.RequeueFailedDeliveriesResponse.
+ * Use `create(RequeueFailedDeliveriesResponseSchema)` to create a new message.
+ */
+export const RequeueFailedDeliveriesResponseSchema: GenMessage<RequeueFailedDeliveriesResponse> = /*@__PURE__*/
+  messageDesc(file_provision_v1_webhook, 30);
+
+/**
  * Lifecycle of a webhook subscription.
  *
  * @generated from enum provision.v1.SubscriptionState
@@ -684,6 +1142,54 @@ export enum SubscriptionState {
  */
 export const SubscriptionStateSchema: GenEnum<SubscriptionState> = /*@__PURE__*/
   enumDesc(file_provision_v1_webhook, 0);
+
+/**
+ * State of one delivery of an event to a subscription.
+ *
+ * @generated from enum provision.v1.DeliveryStatus
+ */
+export enum DeliveryStatus {
+  /**
+   * 0: not set; as a ListDeliveries filter: every status.
+   *
+   * @generated from enum value: DELIVERY_STATUS_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * 1: Pending: waiting for its next attempt (or for the subscription to be Active again).
+   *
+   * @generated from enum value: DELIVERY_STATUS_PENDING = 1;
+   */
+  PENDING = 1,
+
+  /**
+   * 2: Succeeded: the endpoint answered 2xx.
+   *
+   * @generated from enum value: DELIVERY_STATUS_SUCCEEDED = 2;
+   */
+  SUCCEEDED = 2,
+
+  /**
+   * 3: Failed: every attempt of the retry schedule failed, or the endpoint answered 410; kept for requeue.
+   *
+   * @generated from enum value: DELIVERY_STATUS_FAILED = 3;
+   */
+  FAILED = 3,
+
+  /**
+   * 4: Cancelled: the subscription was deleted or disabled before the event was delivered.
+   *
+   * @generated from enum value: DELIVERY_STATUS_CANCELLED = 4;
+   */
+  CANCELLED = 4,
+}
+
+/**
+ * Describes the enum provision.v1.DeliveryStatus.
+ */
+export const DeliveryStatusSchema: GenEnum<DeliveryStatus> = /*@__PURE__*/
+  enumDesc(file_provision_v1_webhook, 1);
 
 /**
  * Administration of webhook subscriptions. Events are delivered as CloudEvents
@@ -788,6 +1294,61 @@ export const WebhookService: GenService<{
     methodKind: "unary";
     input: typeof ListEventSchemasRequestSchema;
     output: typeof ListEventSchemasResponseSchema;
+  },
+  /**
+   * Sends a new registration challenge to a PendingVerification subscription
+   * (its endpoint may have been down); the previous challenge still pending is
+   * cancelled. Other states: failed-precondition (re-enable a Disabled or
+   * Suspended subscription with UpdateSubscription, state Active).
+   *
+   * @generated from rpc provision.v1.WebhookService.VerifySubscription
+   */
+  verifySubscription: {
+    methodKind: "unary";
+    input: typeof VerifySubscriptionRequestSchema;
+    output: typeof VerifySubscriptionResponseSchema;
+  },
+  /**
+   * The subscription's deliveries, newest first, paged; filtered by status and
+   * event type.
+   *
+   * @generated from rpc provision.v1.WebhookService.ListDeliveries
+   */
+  listDeliveries: {
+    methodKind: "unary";
+    input: typeof ListDeliveriesRequestSchema;
+    output: typeof ListDeliveriesResponseSchema;
+  },
+  /**
+   * One delivery with every attempt (oldest first) and the envelope sent.
+   *
+   * @generated from rpc provision.v1.WebhookService.GetDelivery
+   */
+  getDelivery: {
+    methodKind: "unary";
+    input: typeof GetDeliveryRequestSchema;
+    output: typeof GetDeliveryResponseSchema;
+  },
+  /**
+   * Puts a failed delivery back to pending: the retry schedule starts again,
+   * attempt numbers go on. A delivery not failed: failed-precondition.
+   *
+   * @generated from rpc provision.v1.WebhookService.RequeueDelivery
+   */
+  requeueDelivery: {
+    methodKind: "unary";
+    input: typeof RequeueDeliveryRequestSchema;
+    output: typeof RequeueDeliveryResponseSchema;
+  },
+  /**
+   * Requeues every failed delivery of the subscription.
+   *
+   * @generated from rpc provision.v1.WebhookService.RequeueFailedDeliveries
+   */
+  requeueFailedDeliveries: {
+    methodKind: "unary";
+    input: typeof RequeueFailedDeliveriesRequestSchema;
+    output: typeof RequeueFailedDeliveriesResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_provision_v1_webhook, 0);

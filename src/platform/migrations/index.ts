@@ -4,6 +4,7 @@ import { LicensingSchema1763913600000 } from "./0003-licensing.js";
 import { EntitlementAssets1764000000000 } from "./0004-entitlement-assets.js";
 import { UserCodes1764086400000 } from "./0005-user-codes.js";
 import { SessionTrial1764172800000 } from "./0006-session-trial.js";
+import { Webhooks1764259200000 } from "./0007-webhooks.js";
 
 /** Every migration, oldest first. Never edit one that has shipped: add the next. */
 export const migrations = [
@@ -13,4 +14,5 @@ export const migrations = [
   EntitlementAssets1764000000000,
   UserCodes1764086400000,
   SessionTrial1764172800000,
+  Webhooks1764259200000,
 ];

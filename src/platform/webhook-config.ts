@@ -1,0 +1,46 @@
+import { parseRetrySchedule } from "../webhooks/retry-schedule.js";
+import { parseTrustedTargets, type TrustedTargets } from "../webhooks/target-policy.js";
+import { ConfigError, integer, optional } from "./config.js";
+
+export interface WebhookConfig {
+  /** Delays before each attempt (ms); the first is usually 0. */
+  retrySchedule: number[];
+  timeoutMs: number;
+  /** Exempt from the request-forgery rules (plain http allowed): host names, addresses, networks. */
+  trustedTargets: TrustedTargets;
+  retentionDays: number;
+  /** Deliveries under way at once on one instance. */
+  concurrency: number;
+  pollIntervalMs: number;
+  callbackTokenTtlSeconds: number;
+}
+
+const DEFAULT_SCHEDULE = "0s,5s,5m,30m,2h,5h,10h,10h";
+
+export function webhookConfig(env: NodeJS.ProcessEnv): WebhookConfig {
+  return {
+    retrySchedule: parsed(
+      "WEBHOOK_RETRY_SCHEDULE",
+      optional(env, "WEBHOOK_RETRY_SCHEDULE") ?? DEFAULT_SCHEDULE,
+      parseRetrySchedule,
+    ),
+    timeoutMs: integer(env, "WEBHOOK_TIMEOUT_MS", 15_000, 100, 120_000),
+    trustedTargets: parsed(
+      "WEBHOOK_TRUSTED_TARGETS",
+      optional(env, "WEBHOOK_TRUSTED_TARGETS") ?? "",
+      parseTrustedTargets,
+    ),
+    retentionDays: integer(env, "WEBHOOK_RETENTION_DAYS", 30, 1, 3650),
+    concurrency: integer(env, "WEBHOOK_CONCURRENCY", 64, 1, 1024),
+    pollIntervalMs: integer(env, "WEBHOOK_POLL_INTERVAL_MS", 1000, 50, 60_000),
+    callbackTokenTtlSeconds: integer(env, "WEBHOOK_CALLBACK_TOKEN_TTL_SECONDS", 300, 60, 900),
+  };
+}
+
+function parsed<T>(variable: string, text: string, parse: (text: string) => T): T {
+  try {
+    return parse(text);
+  } catch (error) {
+    throw new ConfigError(variable, (error as Error).message);
+  }
+}

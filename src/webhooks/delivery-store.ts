@@ -1,0 +1,226 @@
+import type { DataSource, EntityManager } from "typeorm";
+import type { QueryResult } from "typeorm/query-runner/QueryResult.js";
+import { SqlTable } from "../catalog/sql-table.js";
+import { dialectOf, forUpdateSkipLocked } from "../platform/database.js";
+import {
+  WebhookAttemptEntity,
+  type WebhookAttemptRow,
+  WebhookDeliveryEntity,
+  type WebhookDeliveryRow,
+  WebhookEventEntity,
+  type WebhookEventRow,
+} from "./entities.js";
+
+/** Stored delivery statuses: DeliveryStatus of webhook.proto. */
+export const DELIVERY_STATUS = { pending: 1, succeeded: 2, failed: 3, cancelled: 4 } as const;
+
+/** The SQL of the outbox's events, their deliveries and the deliveries' attempts. */
+export class DeliveryStore {
+  readonly deliveries: SqlTable<WebhookDeliveryRow>;
+  readonly events: SqlTable<WebhookEventRow>;
+  private readonly attempts: SqlTable<WebhookAttemptRow>;
+  private readonly skipLocked: string;
+
+  constructor(private readonly dataSource: DataSource) {
+    this.deliveries = new SqlTable(dataSource, WebhookDeliveryEntity);
+    this.events = new SqlTable(dataSource, WebhookEventEntity);
+    this.attempts = new SqlTable(dataSource, WebhookAttemptEntity);
+    this.skipLocked = forUpdateSkipLocked(dialectOf(dataSource));
+  }
+
+  date(value: Date): unknown {
+    const column = this.deliveries.columns.find((candidate) => candidate.propertyName === "createdAt");
+    return this.dataSource.driver.preparePersistentValue(value, column as never);
+  }
+
+  /** Events not yet matched to subscriptions, oldest first; locked (and skipped by other instances). */
+  unfannedEvents(manager: EntityManager, limit: number): Promise<WebhookEventRow[]> {
+    return this.events.select(manager, `fanned_out_at IS NULL ORDER BY created_at, id LIMIT ?${this.skipLocked}`, [
+      limit,
+    ]);
+  }
+
+  async markFannedOut(manager: EntityManager, eventIds: string[], now: Date): Promise<void> {
+    if (eventIds.length === 0) return;
+    await manager.query(`UPDATE webhook_events SET fanned_out_at = ? WHERE id IN (${marks(eventIds)})`, [
+      this.date(now),
+      ...eventIds,
+    ]);
+  }
+
+  async insertDeliveries(manager: EntityManager, rows: WebhookDeliveryRow[]): Promise<void> {
+    if (rows.length > 0) await this.deliveries.insert(manager, rows);
+  }
+
+  /**
+   * Claims up to `limit` due deliveries for `claimId`: they are invisible to other claims until `claimUntil`
+   * (a worker that dies mid-delivery leaves them due again then) and count one more attempt.
+   */
+  async claimDue(
+    manager: EntityManager,
+    claim: { claimId: string; now: Date; claimUntil: Date; limit: number },
+  ): Promise<WebhookDeliveryRow[]> {
+    const due = await this.deliveries.select(
+      manager,
+      `status = ? AND next_attempt_at <= ? ORDER BY next_attempt_at LIMIT ?${this.skipLocked}`,
+      [DELIVERY_STATUS.pending, this.date(claim.now), claim.limit],
+    );
+    if (due.length === 0) return [];
+    const ids = due.map((row) => row.id);
+    await manager.query(
+      `UPDATE webhook_deliveries SET next_attempt_at = ?, claim_id = ?, attempt_count = attempt_count + 1, last_attempt_at = ? WHERE id IN (${marks(ids)})`,
+      [this.date(claim.claimUntil), claim.claimId, this.date(claim.now), ...ids],
+    );
+    return due.map((row) => ({
+      ...row,
+      nextAttemptAt: claim.claimUntil,
+      claimId: claim.claimId,
+      attemptCount: row.attemptCount + 1,
+      lastAttemptAt: claim.now,
+    }));
+  }
+
+  /** The soonest instant a pending delivery is due; null when none is scheduled. */
+  async nextDue(manager: EntityManager): Promise<Date | null> {
+    const [row] = await this.deliveries.select(
+      manager,
+      "status = ? AND next_attempt_at IS NOT NULL ORDER BY next_attempt_at LIMIT 1",
+      [DELIVERY_STATUS.pending],
+    );
+    return row?.nextAttemptAt ?? null;
+  }
+
+  async payloadsOf(manager: EntityManager, eventIds: string[]): Promise<Map<string, string>> {
+    if (eventIds.length === 0) return new Map();
+    const rows = (await manager.query(`SELECT id, payload FROM webhook_events WHERE id IN (${marks(eventIds)})`, [
+      ...new Set(eventIds),
+    ])) as { id: string; payload: string }[];
+    return new Map(rows.map((row) => [row.id, row.payload]));
+  }
+
+  async addAttempt(manager: EntityManager, attempt: WebhookAttemptRow): Promise<void> {
+    await this.attempts.insert(manager, [attempt]);
+  }
+
+  /** Writes a claimed delivery's outcome, only while the claim is still the one it was made under. */
+  async settle(
+    manager: EntityManager,
+    delivery: WebhookDeliveryRow,
+    outcome: Pick<
+      WebhookDeliveryRow,
+      "status" | "nextAttemptAt" | "scheduleStep" | "lastStatusCode" | "lastError" | "completedAt"
+    >,
+  ): Promise<boolean> {
+    const changed = await changedRows(
+      manager,
+      "UPDATE webhook_deliveries SET status = ?, next_attempt_at = ?, schedule_step = ?, last_status_code = ?, last_error = ?, completed_at = ?, claim_id = NULL WHERE id = ? AND claim_id = ?",
+      [
+        outcome.status,
+        outcome.nextAttemptAt ? this.date(outcome.nextAttemptAt) : null,
+        outcome.scheduleStep,
+        outcome.lastStatusCode,
+        outcome.lastError.slice(0, 1000),
+        outcome.completedAt ? this.date(outcome.completedAt) : null,
+        delivery.id,
+        delivery.claimId,
+      ],
+    );
+    return changed > 0;
+  }
+
+  async find(manager: EntityManager, providerId: string, id: string): Promise<WebhookDeliveryRow | null> {
+    const [row] = await this.deliveries.select(manager, "id = ? AND provider_id = ?", [id, providerId]);
+    return row ?? null;
+  }
+
+  attemptsOf(manager: EntityManager, deliveryId: string): Promise<WebhookAttemptRow[]> {
+    return this.attempts.select(manager, "delivery_id = ? ORDER BY attempt, started_at", [deliveryId]);
+  }
+
+  page(
+    manager: EntityManager,
+    query: { subscriptionId: string; status: number; eventType: string; offset: number; limit: number },
+  ) {
+    const where = ["subscription_id = ?"];
+    const parameters: unknown[] = [query.subscriptionId];
+    if (query.status) {
+      where.push("status = ?");
+      parameters.push(query.status);
+    }
+    if (query.eventType) {
+      where.push("event_type = ?");
+      parameters.push(query.eventType);
+    }
+    return this.deliveries.page(manager, {
+      where: where.join(" AND "),
+      parameters,
+      order: "created_at DESC, id",
+      offset: query.offset,
+      limit: query.limit,
+    });
+  }
+
+  /**
+   * Puts failed deliveries back to pending, due at `dueAt` (null: parked), their retry schedule from the start;
+   * answers how many.
+   */
+  async requeue(
+    manager: EntityManager,
+    where: { id?: string; subscriptionId?: string },
+    dueAt: Date | null,
+  ): Promise<number> {
+    const [column, value] = where.id ? ["id", where.id] : ["subscription_id", where.subscriptionId];
+    return changedRows(
+      manager,
+      `UPDATE webhook_deliveries SET status = ?, next_attempt_at = ?, schedule_step = 0, completed_at = NULL WHERE ${column} = ? AND status = ?`,
+      [DELIVERY_STATUS.pending, dueAt ? this.date(dueAt) : null, value, DELIVERY_STATUS.failed],
+    );
+  }
+
+  /** Cancels a subscription's pending deliveries (it was deleted or disabled). */
+  async cancelPending(manager: EntityManager, subscriptionId: string, now: Date): Promise<void> {
+    await manager.query(
+      "UPDATE webhook_deliveries SET status = ?, next_attempt_at = NULL, completed_at = ?, claim_id = NULL WHERE subscription_id = ? AND status = ?",
+      [DELIVERY_STATUS.cancelled, this.date(now), subscriptionId, DELIVERY_STATUS.pending],
+    );
+  }
+
+  /** Cancels one delivery if it is still pending. */
+  async cancelDelivery(manager: EntityManager, deliveryId: string, now: Date): Promise<void> {
+    await manager.query(
+      "UPDATE webhook_deliveries SET status = ?, next_attempt_at = NULL, completed_at = ?, claim_id = NULL WHERE id = ? AND status = ?",
+      [DELIVERY_STATUS.cancelled, this.date(now), deliveryId, DELIVERY_STATUS.pending],
+    );
+  }
+
+  /** Makes a subscription's parked deliveries (pending, unscheduled) due now: it is Active again. */
+  async releaseParked(manager: EntityManager, subscriptionId: string, now: Date): Promise<void> {
+    await manager.query(
+      "UPDATE webhook_deliveries SET next_attempt_at = ? WHERE subscription_id = ? AND status = ? AND next_attempt_at IS NULL",
+      [this.date(now), subscriptionId, DELIVERY_STATUS.pending],
+    );
+  }
+
+  /** Parks a subscription's pending deliveries until it is Active again. */
+  async parkPending(manager: EntityManager, subscriptionId: string): Promise<void> {
+    await manager.query(
+      "UPDATE webhook_deliveries SET next_attempt_at = NULL, claim_id = NULL WHERE subscription_id = ? AND status = ?",
+      [subscriptionId, DELIVERY_STATUS.pending],
+    );
+  }
+}
+
+function marks(values: unknown[]): string {
+  return values.map(() => "?").join(", ");
+}
+
+/** Runs an UPDATE and answers the rows it changed, on either driver. */
+async function changedRows(manager: EntityManager, sql: string, parameters: unknown[]): Promise<number> {
+  const runner = manager.queryRunner ?? manager.connection.createQueryRunner();
+  try {
+    const result = (await runner.query(sql, parameters, true)) as QueryResult;
+    return result.affected ?? 0;
+  } finally {
+    if (!manager.queryRunner) await runner.release();
+  }
+}

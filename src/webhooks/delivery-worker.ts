@@ -1,0 +1,290 @@
+import { randomUUID } from "node:crypto";
+import type { DataSource } from "typeorm";
+import { SubscriptionState } from "../../gen/provision/v1/webhook_pb.js";
+import type { Clock } from "../platform/clock.js";
+import { inTransaction, readSerially } from "../platform/database.js";
+import type { Logger } from "../platform/logger.js";
+import { CALLBACK_TOKEN_HEADER, type CallbackTokens } from "./callback-tokens.js";
+import { checkChallengeReply } from "./challenge.js";
+import { type AttemptResult, type Outcome, outcomeOf } from "./delivery-outcome.js";
+import { DELIVERY_STATUS, type DeliveryStore } from "./delivery-store.js";
+import type { WebhookDeliveryRow, WebhookSubscriptionRow } from "./entities.js";
+import { CHALLENGE_EVENT_TYPE } from "./event-catalog.js";
+import { fanOut } from "./fan-out.js";
+import type { Outbox } from "./outbox.js";
+import { signatureHeader, webhookTimestamp } from "./signing.js";
+import { signingKeys } from "./subscription-secrets.js";
+import type { TimestampFormat } from "./subscription-states.js";
+import type { SubscriptionStore } from "./subscription-store.js";
+import { postToTarget, type TransportSettings } from "./webhook-transport.js";
+
+const CONTENT_TYPE = "application/cloudevents+json; charset=utf-8";
+/** A claim outlives the request's time-out by this much before another worker may take the delivery over. */
+const CLAIM_MARGIN_MS = 15_000;
+
+export interface WorkerSettings extends TransportSettings {
+  retrySchedule: readonly number[];
+  pollIntervalMs: number;
+  concurrency: number;
+}
+
+export interface WorkerDependencies {
+  dataSource: DataSource;
+  deliveries: DeliveryStore;
+  subscriptions: SubscriptionStore;
+  outbox: Outbox;
+  clock: Clock;
+  logger: Logger;
+  keyEncryptionKey: Buffer | undefined;
+  callbackTokens: CallbackTokens | undefined;
+  settings: WorkerSettings;
+  random: () => number;
+}
+
+/**
+ * Sends what the outbox holds: matches new events to subscriptions, claims due deliveries (several
+ * instances claim different ones), posts each signed, and records every attempt. Woken when a transaction
+ * with events commits on this instance, at the next due retry, and at least every poll interval.
+ */
+export class DeliveryWorker {
+  private running = false;
+  private again = false;
+  private closed = false;
+  private inFlight = 0;
+  private poll: NodeJS.Timeout | undefined;
+  private dueTimer: NodeJS.Timeout | undefined;
+  private stopListening: (() => void) | undefined;
+  private idle: (() => void) | undefined;
+
+  constructor(private readonly deps: WorkerDependencies) {}
+
+  start(): void {
+    this.stopListening = this.deps.outbox.onCommitted(() => this.kick());
+    this.poll = setInterval(() => this.kick(), this.deps.settings.pollIntervalMs).unref();
+    this.kick();
+  }
+
+  kick(): void {
+    if (this.closed) return;
+    if (this.running) {
+      this.again = true;
+      return;
+    }
+    this.running = true;
+    this.run()
+      .catch((error: Error) => this.deps.logger.warn({ err: error }, "webhook delivery round failed"))
+      .finally(() => {
+        this.running = false;
+        if (this.again) this.kick();
+      });
+  }
+
+  /** Stops claiming; waits up to `graceMs` for deliveries under way. */
+  async close(graceMs = 5000): Promise<void> {
+    this.closed = true;
+    clearInterval(this.poll);
+    clearTimeout(this.dueTimer);
+    this.stopListening?.();
+    if (this.inFlight === 0) return;
+    await Promise.race([
+      new Promise<void>((resolve) => {
+        this.idle = resolve;
+      }),
+      new Promise((resolve) => setTimeout(resolve, graceMs).unref()),
+    ]);
+  }
+
+  private async run(): Promise<void> {
+    do {
+      this.again = false;
+      while (!this.closed && (await fanOut(this.deps, this.deps.clock.now())) > 0);
+      await this.claimAndSend();
+    } while (this.again && !this.closed);
+    await this.wakeAtNextDue();
+  }
+
+  private async claimAndSend(): Promise<void> {
+    const free = this.deps.settings.concurrency - this.inFlight;
+    if (free <= 0 || this.closed) return;
+    const now = this.deps.clock.now();
+    const claimUntil = new Date(now.getTime() + this.deps.settings.timeoutMs + CLAIM_MARGIN_MS);
+    const claimed = await inTransaction(this.deps.dataSource, (manager) =>
+      this.deps.deliveries.claimDue(manager, { claimId: randomUUID(), now, claimUntil, limit: free }),
+    );
+    for (const delivery of claimed) {
+      this.inFlight++;
+      this.deliver(delivery)
+        .catch((error: Error) =>
+          this.deps.logger.warn({ err: error, deliveryId: delivery.id }, "webhook delivery could not be recorded"),
+        )
+        .finally(() => {
+          this.inFlight--;
+          if (this.inFlight === 0) this.idle?.();
+          this.kick();
+        });
+    }
+  }
+
+  private async wakeAtNextDue(): Promise<void> {
+    if (this.closed) return;
+    const { dataSource, deliveries, clock } = this.deps;
+    const next = await readSerially(dataSource, () => deliveries.nextDue(dataSource.manager));
+    clearTimeout(this.dueTimer);
+    if (!next) return;
+    const waitMs = Math.max(0, next.getTime() - clock.now().getTime());
+    if (waitMs < this.deps.settings.pollIntervalMs) this.dueTimer = setTimeout(() => this.kick(), waitMs).unref();
+  }
+
+  private async deliver(delivery: WebhookDeliveryRow): Promise<void> {
+    const { dataSource, subscriptions, deliveries } = this.deps;
+    const [subscription, payloads] = await readSerially(
+      dataSource,
+      async () =>
+        [
+          await subscriptions.findAny(dataSource.manager, delivery.subscriptionId),
+          await deliveries.payloadsOf(dataSource.manager, [delivery.eventId]),
+        ] as const,
+    );
+    const payload = payloads.get(delivery.eventId);
+    if (!subscription || subscription.deletedAt || payload === undefined) {
+      await this.record(delivery, cancelled(this.deps.clock.now()), undefined);
+      return;
+    }
+    const started = this.deps.clock.now();
+    const keys = signingKeys(subscription, started, this.deps.keyEncryptionKey);
+    const timestamp = webhookTimestamp(started, subscription.timestampFormat as TimestampFormat);
+    const body = Buffer.from(payload);
+    const headers: Record<string, string> = {
+      "content-type": CONTENT_TYPE,
+      "user-agent": "Provision-Webhooks/1",
+      "webhook-id": delivery.eventId,
+      "webhook-timestamp": timestamp,
+      "webhook-signature": signatureHeader(keys, delivery.eventId, timestamp, body),
+      "webhook-event-type": delivery.eventType,
+      "webhook-delivery-attempt": String(delivery.attemptCount),
+    };
+    const callbackToken = await this.callbackTokenOf(subscription, delivery);
+    if (callbackToken) headers[CALLBACK_TOKEN_HEADER] = callbackToken;
+    const result = await postToTarget(subscription.url, headers, body, this.deps.settings);
+    const refusal = this.challengeRefusal(delivery, result, { timestamp, keys, payload });
+    const outcome = outcomeOf(
+      delivery,
+      result,
+      { schedule: this.deps.settings.retrySchedule, random: this.deps.random },
+      this.deps.clock.now(),
+      refusal,
+    );
+    await this.record(delivery, outcome, { started, result, subscription });
+  }
+
+  private async callbackTokenOf(subscription: WebhookSubscriptionRow, delivery: WebhookDeliveryRow) {
+    const scopes = JSON.parse(subscription.callbackScopes) as string[];
+    if (!this.deps.callbackTokens || scopes.length === 0 || delivery.eventType === CHALLENGE_EVENT_TYPE)
+      return undefined;
+    return this.deps.callbackTokens.tokenFor({
+      subscriptionId: subscription.id,
+      providerId: subscription.providerId,
+      clientId: subscription.callbackClientId,
+      scopes,
+    });
+  }
+
+  /** Why a challenge's 2xx answer does not verify the subscription; undefined when it does (or for other events). */
+  private challengeRefusal(
+    delivery: WebhookDeliveryRow,
+    result: AttemptResult & { responseSignature?: string },
+    sent: { timestamp: string; keys: Buffer[]; payload: string },
+  ): string | undefined {
+    if (delivery.eventType !== CHALLENGE_EVENT_TYPE || !("status" in result)) return undefined;
+    if (result.status < 200 || result.status >= 300) return undefined;
+    const challenge = (JSON.parse(sent.payload) as { data: { challenge: string } }).data.challenge;
+    const verdict = checkChallengeReply({
+      requestId: delivery.eventId,
+      requestTimestamp: sent.timestamp,
+      responseBody: result.truncated ? Buffer.alloc(0) : result.body,
+      responseSignature: result.responseSignature,
+      keys: sent.keys,
+      challenge,
+    });
+    return verdict.ok ? undefined : verdict.error;
+  }
+
+  /** The attempt, the delivery's new state and what it means for the subscription, in one transaction. */
+  private async record(
+    delivery: WebhookDeliveryRow,
+    outcome: Outcome,
+    attempt: { started: Date; result: AttemptResult; subscription: WebhookSubscriptionRow } | undefined,
+  ): Promise<void> {
+    const { deliveries, subscriptions } = this.deps;
+    const now = this.deps.clock.now();
+    await inTransaction(this.deps.dataSource, async (manager) => {
+      if (attempt) await deliveries.addAttempt(manager, attemptRow(delivery, attempt.started, attempt.result));
+      if (!(await deliveries.settle(manager, delivery, outcome.settlement)) || !attempt) return;
+      const subscription = await subscriptions.findAny(manager, delivery.subscriptionId);
+      if (!subscription || subscription.deletedAt) return;
+      const changed = subscriptionAfter(subscription, delivery, outcome, now);
+      if (!changed) return;
+      await subscriptions.update(manager, changed);
+      if (changed.state === SubscriptionState.ACTIVE && subscription.state !== SubscriptionState.ACTIVE) {
+        await deliveries.releaseParked(manager, subscription.id, now);
+      }
+      if (changed.state === SubscriptionState.DISABLED) await deliveries.cancelPending(manager, subscription.id, now);
+    });
+  }
+}
+
+/** The subscription after an attempt, or null when it does not change. */
+function subscriptionAfter(
+  subscription: WebhookSubscriptionRow,
+  delivery: WebhookDeliveryRow,
+  outcome: Outcome,
+  now: Date,
+): WebhookSubscriptionRow | null {
+  if (outcome.gone && subscription.state === SubscriptionState.ACTIVE) {
+    return { ...subscription, state: SubscriptionState.DISABLED, updatedAt: now };
+  }
+  if (outcome.succeeded && subscription.challengeDeliveryId === delivery.id) {
+    return {
+      ...subscription,
+      state: SubscriptionState.ACTIVE,
+      challengeDeliveryId: null,
+      failingSince: null,
+      updatedAt: now,
+    };
+  }
+  if (outcome.succeeded && subscription.failingSince) return { ...subscription, failingSince: null };
+  if (!outcome.succeeded && !subscription.failingSince && delivery.eventType !== CHALLENGE_EVENT_TYPE) {
+    return { ...subscription, failingSince: now };
+  }
+  return null;
+}
+
+function cancelled(now: Date): Outcome {
+  return {
+    settlement: {
+      status: DELIVERY_STATUS.cancelled,
+      nextAttemptAt: null,
+      scheduleStep: 0,
+      lastStatusCode: 0,
+      lastError: "subscription deleted",
+      completedAt: now,
+    },
+    gone: false,
+    succeeded: false,
+  };
+}
+
+function attemptRow(delivery: WebhookDeliveryRow, started: Date, result: AttemptResult) {
+  const answered = "status" in result;
+  return {
+    id: randomUUID(),
+    deliveryId: delivery.id,
+    attempt: delivery.attemptCount,
+    startedAt: started,
+    durationMs: Math.round(result.durationMs),
+    statusCode: answered ? result.status : 0,
+    error: answered ? "" : result.error.slice(0, 1000),
+    responseBody: answered ? result.body.toString("utf8") : null,
+    responseTruncated: answered ? result.truncated : false,
+  };
+}

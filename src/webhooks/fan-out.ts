@@ -1,0 +1,96 @@
+import { randomUUID } from "node:crypto";
+import type { DataSource } from "typeorm";
+import { SubscriptionState } from "../../gen/provision/v1/webhook_pb.js";
+import { inTransaction } from "../platform/database.js";
+import { DELIVERY_STATUS, type DeliveryStore } from "./delivery-store.js";
+import type { WebhookDeliveryRow, WebhookEventRow, WebhookSubscriptionRow } from "./entities.js";
+import { matchesSubscription } from "./subscription-filter.js";
+import { RECEIVING_STATES } from "./subscription-states.js";
+import type { SubscriptionStore } from "./subscription-store.js";
+
+/** Events matched per transaction. */
+const FAN_OUT_BATCH = 200;
+
+export interface FanOutDependencies {
+  dataSource: DataSource;
+  deliveries: DeliveryStore;
+  subscriptions: SubscriptionStore;
+}
+
+/**
+ * Matches a batch of outbox events to subscriptions and creates their deliveries, in one transaction; the
+ * events are locked (and passed over by other instances) until it commits. Answers how many events it took.
+ */
+export function fanOut(deps: FanOutDependencies, now: Date): Promise<number> {
+  return inTransaction(deps.dataSource, async (manager) => {
+    const events = await deps.deliveries.unfannedEvents(manager, FAN_OUT_BATCH);
+    if (events.length === 0) return 0;
+    const broadcast = events.filter((event) => event.targetSubscriptionId === null);
+    const providers = [...new Set(broadcast.map((event) => event.providerId))];
+    const subscriptions = await deps.subscriptions.ofProviders(manager, providers, RECEIVING_STATES);
+    const rows: WebhookDeliveryRow[] = [];
+    for (const event of events) {
+      if (event.targetSubscriptionId !== null) rows.push(deliveryOf(event, event.targetSubscriptionId, now));
+      else rows.push(...matchedDeliveries(event, subscriptions, now));
+    }
+    await deps.deliveries.insertDeliveries(manager, rows);
+    await deps.deliveries.markFannedOut(
+      manager,
+      events.map((event) => event.id),
+      now,
+    );
+    return events.length;
+  });
+}
+
+function matchedDeliveries(event: WebhookEventRow, subscriptions: WebhookSubscriptionRow[], now: Date) {
+  const envelope = JSON.parse(event.payload) as Record<string, unknown>;
+  const { data, ...attributes } = envelope;
+  const candidate = {
+    type: event.type,
+    entityKind: event.entityKind,
+    attributes: Object.fromEntries(Object.entries(attributes).map(([name, value]) => [name, String(value)])),
+    data: (data ?? {}) as Record<string, unknown>,
+  };
+  return subscriptions
+    .filter((subscription) => subscription.providerId === event.providerId)
+    .filter((subscription) =>
+      matchesSubscription(
+        {
+          eventTypes: JSON.parse(subscription.eventTypes),
+          filter: subscription.filter ? JSON.parse(subscription.filter) : undefined,
+        },
+        candidate,
+      ),
+    )
+    .map((subscription) =>
+      deliveryOf(event, subscription.id, subscription.state === SubscriptionState.ACTIVE ? now : null, now),
+    );
+}
+
+/** A pending delivery, due at `dueAt` (null: parked until its subscription is Active). */
+function deliveryOf(
+  event: WebhookEventRow,
+  subscriptionId: string,
+  dueAt: Date | null,
+  now = dueAt,
+): WebhookDeliveryRow {
+  return {
+    id: randomUUID(),
+    providerId: event.providerId,
+    subscriptionId,
+    eventId: event.id,
+    eventType: event.type,
+    isTest: event.isTest,
+    status: DELIVERY_STATUS.pending,
+    attemptCount: 0,
+    scheduleStep: 0,
+    nextAttemptAt: dueAt,
+    claimId: null,
+    lastAttemptAt: null,
+    lastStatusCode: 0,
+    lastError: "",
+    createdAt: now ?? event.createdAt,
+    completedAt: null,
+  };
+}

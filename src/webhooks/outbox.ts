@@ -1,0 +1,82 @@
+import { randomUUID } from "node:crypto";
+import type { DescMessage, Message } from "@bufbuild/protobuf";
+import type { DataSource, EntityManager } from "typeorm";
+import { SqlTable } from "../catalog/sql-table.js";
+import { encodeResponseText } from "../server/rest/json-encoder.js";
+import { WebhookEventEntity, type WebhookEventRow } from "./entities.js";
+import { envelopeText, withTestFlag } from "./envelope.js";
+
+/** An event to send, as the change that causes it describes it. */
+export interface EventDraft {
+  providerId: string;
+  type: string;
+  entityKind: string;
+  entityId: string;
+  subject: string;
+  eventVersion: number;
+  /** When the change happened. */
+  time: Date;
+  /** The event's data: a message of its type's data schema (webhook_events.proto). */
+  dataSchema: DescMessage;
+  data: Message;
+  isTest?: boolean;
+  /** Sent to this subscription only (challenges, test-fires) instead of every matching one. */
+  targetSubscriptionId?: string;
+}
+
+/**
+ * Writes events into the outbox in the transaction of the change that causes them: they are sent if and only
+ * if it commits. `committed` wakes this instance's delivery worker once the transaction has.
+ */
+export class Outbox {
+  private readonly events: SqlTable<WebhookEventRow>;
+  private readonly listeners = new Set<() => void>();
+
+  constructor(dataSource: DataSource) {
+    this.events = new SqlTable(dataSource, WebhookEventEntity);
+  }
+
+  /** Appends the events; answers their ids (the envelope `id` and `webhook-id`). */
+  async append(manager: EntityManager, drafts: EventDraft[]): Promise<string[]> {
+    const rows = drafts.map(rowOf);
+    if (rows.length > 0) await this.events.insert(manager, rows);
+    return rows.map((row) => row.id);
+  }
+
+  committed(): void {
+    for (const listener of this.listeners) listener();
+  }
+
+  onCommitted(listener: () => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+}
+
+function rowOf(draft: EventDraft): WebhookEventRow {
+  const id = randomUUID();
+  const data = encodeResponseText(draft.dataSchema, draft.data);
+  const payload = envelopeText({
+    id,
+    providerId: draft.providerId,
+    type: draft.type,
+    time: draft.time,
+    subject: draft.subject,
+    entityKind: draft.entityKind,
+    entityId: draft.entityId,
+    eventVersion: draft.eventVersion,
+    dataJson: draft.isTest ? withTestFlag(data) : data,
+  });
+  return {
+    id,
+    providerId: draft.providerId,
+    type: draft.type,
+    entityKind: draft.entityKind,
+    entityId: draft.entityId,
+    payload,
+    isTest: draft.isTest ?? false,
+    targetSubscriptionId: draft.targetSubscriptionId ?? null,
+    fannedOutAt: null,
+    createdAt: draft.time,
+  };
+}

@@ -1,0 +1,62 @@
+import type { DataSource, EntityManager } from "typeorm";
+import { SqlTable } from "../catalog/sql-table.js";
+import { WebhookSubscriptionEntity, type WebhookSubscriptionRow } from "./entities.js";
+
+/** The SQL of webhook subscriptions; every read is by provider, and deleted subscriptions are not found. */
+export class SubscriptionStore {
+  readonly table: SqlTable<WebhookSubscriptionRow>;
+
+  constructor(dataSource: DataSource) {
+    this.table = new SqlTable(dataSource, WebhookSubscriptionEntity);
+  }
+
+  async insert(manager: EntityManager, row: WebhookSubscriptionRow): Promise<void> {
+    await this.table.insert(manager, [row]);
+  }
+
+  async update(manager: EntityManager, row: WebhookSubscriptionRow): Promise<void> {
+    await this.table.update(manager, row);
+  }
+
+  /** The provider's live subscription; `lock` takes its row until the transaction ends. */
+  async find(
+    manager: EntityManager,
+    providerId: string,
+    id: string,
+    lock = false,
+  ): Promise<WebhookSubscriptionRow | null> {
+    const locking = lock && manager.connection.options.type === "mysql" ? " FOR UPDATE" : "";
+    const [row] = await this.table.select(manager, `id = ? AND provider_id = ? AND deleted_at IS NULL${locking}`, [
+      id,
+      providerId,
+    ]);
+    return row ?? null;
+  }
+
+  /** A subscription by id alone, deleted or not (deliveries read theirs). */
+  async findAny(manager: EntityManager, id: string): Promise<WebhookSubscriptionRow | null> {
+    const [row] = await this.table.select(manager, "id = ?", [id]);
+    return row ?? null;
+  }
+
+  page(manager: EntityManager, providerId: string, offset: number, limit: number) {
+    return this.table.page(manager, {
+      where: "provider_id = ? AND deleted_at IS NULL",
+      parameters: [providerId],
+      order: "created_at DESC, id",
+      offset,
+      limit,
+    });
+  }
+
+  /** The live subscriptions of these providers in the given states, for matching events. */
+  async ofProviders(manager: EntityManager, providerIds: string[], states: number[]) {
+    if (providerIds.length === 0) return [];
+    const providers = providerIds.map(() => "?").join(", ");
+    const wanted = states.map(() => "?").join(", ");
+    return this.table.select(manager, `provider_id IN (${providers}) AND state IN (${wanted}) AND deleted_at IS NULL`, [
+      ...providerIds,
+      ...states,
+    ]);
+  }
+}
