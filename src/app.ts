@@ -23,6 +23,7 @@ import { type InvalidationBus, MemoryInvalidationBus } from "./platform/invalida
 import type { Logger } from "./platform/logger.js";
 import { MemoryCoordinator } from "./platform/memory-coordinator.js";
 import { migrations } from "./platform/migrations/index.js";
+import type { Scheduler } from "./platform/scheduler.js";
 import { errorInterceptor } from "./server/error-interceptor.js";
 import type { RequestHandler } from "./server/http-server.js";
 import { createInProcessInvoker } from "./server/in-process-rpc.js";
@@ -44,6 +45,8 @@ export interface App {
   tokens: AccessTokens;
   /** What start-up did to make sure a client exists; `first-client` carries a secret to show once. */
   bootstrap: BootstrapOutcome;
+  /** The time-driven work (tests run a round with `tick()`). */
+  scheduler: Scheduler;
   close(): Promise<void>;
 }
 
@@ -204,7 +207,7 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
     throw error;
   }
   webhooks.start();
-  return { handler, dataSource, coordinator, keys, tokens, bootstrap, close };
+  return { handler, dataSource, coordinator, keys, tokens, bootstrap, scheduler: webhooks.scheduler, close };
 }
 
 /** Fails naming the dependency only: its own error goes to the log, not to whoever asks the probe. */

@@ -1,6 +1,7 @@
 import { parseRetrySchedule } from "../webhooks/retry-schedule.js";
 import { parseTrustedTargets, type TrustedTargets } from "../webhooks/target-policy.js";
 import { ConfigError, integer, optional } from "./config.js";
+import { parseDuration } from "./durations.js";
 
 export interface WebhookConfig {
   /** Delays before each attempt (ms); the first is usually 0. */
@@ -13,6 +14,13 @@ export interface WebhookConfig {
   concurrency: number;
   pollIntervalMs: number;
   callbackTokenTtlSeconds: number;
+  /** An Active subscription whose deliveries have failed this long without a success is Suspended. */
+  suspendAfterMs: number;
+  /** Lead times of Entitlement.Expiring and Entitlement.TrialExpiring. */
+  expiringNoticeMs: number;
+  trialExpiringNoticeMs: number;
+  /** How often the instance holding the scheduler lease runs the time-driven work. */
+  schedulerIntervalMs: number;
 }
 
 const DEFAULT_SCHEDULE = "0s,5s,5m,30m,2h,5h,10h,10h";
@@ -34,7 +42,15 @@ export function webhookConfig(env: NodeJS.ProcessEnv): WebhookConfig {
     concurrency: integer(env, "WEBHOOK_CONCURRENCY", 64, 1, 1024),
     pollIntervalMs: integer(env, "WEBHOOK_POLL_INTERVAL_MS", 1000, 50, 60_000),
     callbackTokenTtlSeconds: integer(env, "WEBHOOK_CALLBACK_TOKEN_TTL_SECONDS", 300, 60, 900),
+    suspendAfterMs: duration(env, "WEBHOOK_SUSPEND_AFTER", "5d"),
+    expiringNoticeMs: duration(env, "WEBHOOK_EXPIRING_NOTICE", "7d"),
+    trialExpiringNoticeMs: duration(env, "WEBHOOK_TRIAL_EXPIRING_NOTICE", "3d"),
+    schedulerIntervalMs: integer(env, "SCHEDULER_INTERVAL_MS", 60_000, 100, 3_600_000),
   };
+}
+
+function duration(env: NodeJS.ProcessEnv, variable: string, fallback: string): number {
+  return parsed(variable, optional(env, variable) ?? fallback, parseDuration);
 }
 
 function parsed<T>(variable: string, text: string, parse: (text: string) => T): T {

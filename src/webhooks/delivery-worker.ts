@@ -174,7 +174,7 @@ export class DeliveryWorker {
       this.deps.clock.now(),
       refusal,
     );
-    await this.record(delivery, outcome, { started, result, subscription });
+    await this.record(delivery, outcome, { started, result, refusal });
   }
 
   private async callbackTokenOf(subscription: WebhookSubscriptionRow, delivery: WebhookDeliveryRow) {
@@ -213,12 +213,12 @@ export class DeliveryWorker {
   private async record(
     delivery: WebhookDeliveryRow,
     outcome: Outcome,
-    attempt: { started: Date; result: AttemptResult; subscription: WebhookSubscriptionRow } | undefined,
+    attempt: { started: Date; result: AttemptResult; refusal: string | undefined } | undefined,
   ): Promise<void> {
     const { deliveries, subscriptions } = this.deps;
     const now = this.deps.clock.now();
     await inTransaction(this.deps.dataSource, async (manager) => {
-      if (attempt) await deliveries.addAttempt(manager, attemptRow(delivery, attempt.started, attempt.result));
+      if (attempt) await deliveries.addAttempt(manager, attemptRow(delivery, attempt));
       if (!(await deliveries.settle(manager, delivery, outcome.settlement)) || !attempt) return;
       const subscription = await subscriptions.findAny(manager, delivery.subscriptionId);
       if (!subscription || subscription.deletedAt) return;
@@ -274,7 +274,11 @@ function cancelled(now: Date): Outcome {
   };
 }
 
-function attemptRow(delivery: WebhookDeliveryRow, started: Date, result: AttemptResult) {
+/** The audit row of an attempt; its error is why it failed (no answer, or a challenge reply refused). */
+function attemptRow(
+  delivery: WebhookDeliveryRow,
+  { started, result, refusal }: { started: Date; result: AttemptResult; refusal: string | undefined },
+) {
   const answered = "status" in result;
   return {
     id: randomUUID(),
@@ -283,7 +287,7 @@ function attemptRow(delivery: WebhookDeliveryRow, started: Date, result: Attempt
     startedAt: started,
     durationMs: Math.round(result.durationMs),
     statusCode: answered ? result.status : 0,
-    error: answered ? "" : result.error.slice(0, 1000),
+    error: (answered ? (refusal ?? "") : result.error).slice(0, 1000),
     responseBody: answered ? result.body.toString("utf8") : null,
     responseTruncated: answered ? result.truncated : false,
   };

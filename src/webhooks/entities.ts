@@ -1,4 +1,4 @@
-import { EntitySchema } from "typeorm";
+import { EntitySchema } from "typeorm/entity-schema/EntitySchema.js";
 
 export interface WebhookSubscriptionRow {
   id: string;

@@ -49,6 +49,18 @@ const EMPTY_REQUEST_OUTCOMES: Record<string, Code | "OK"> = {
   DeleteActivationCode: Code.InvalidArgument,
   ListSessions: Code.InvalidArgument,
   EndSession: Code.InvalidArgument,
+  CreateSubscription: Code.InvalidArgument,
+  ListSubscriptions: "OK",
+  GetSubscription: Code.InvalidArgument,
+  UpdateSubscription: Code.InvalidArgument,
+  DeleteSubscription: Code.InvalidArgument,
+  TestFireSubscription: Code.InvalidArgument,
+  RotateSubscriptionSecret: Code.InvalidArgument,
+  VerifySubscription: Code.InvalidArgument,
+  ListDeliveries: Code.InvalidArgument,
+  GetDelivery: Code.InvalidArgument,
+  RequeueDelivery: Code.InvalidArgument,
+  RequeueFailedDeliveries: Code.InvalidArgument,
 };
 
 /** The expected outcome of an empty request, as a Connect code (undefined: success); fails for a missing entry. */

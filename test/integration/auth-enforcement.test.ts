@@ -94,6 +94,18 @@ const ALLOWED_OUTCOMES: Record<string, { status: number; problem?: string }> = {
   DeleteActivationCode: { status: 404, problem: "not-found" },
   ListSessions: { status: 404, problem: "not-found" },
   EndSession: { status: 404, problem: "not-found" },
+  CreateSubscription: { status: 400, problem: "validation" },
+  ListSubscriptions: { status: 200 },
+  GetSubscription: { status: 404, problem: "not-found" },
+  UpdateSubscription: { status: 404, problem: "not-found" },
+  DeleteSubscription: { status: 404, problem: "not-found" },
+  TestFireSubscription: { status: 400, problem: "validation" },
+  RotateSubscriptionSecret: { status: 404, problem: "not-found" },
+  VerifySubscription: { status: 404, problem: "not-found" },
+  ListDeliveries: { status: 404, problem: "not-found" },
+  GetDelivery: { status: 404, problem: "not-found" },
+  RequeueDelivery: { status: 404, problem: "not-found" },
+  RequeueFailedDeliveries: { status: 404, problem: "not-found" },
 };
 
 for (const route of ROUTES) {

@@ -10,10 +10,11 @@ import {
   ListProductsRequestSchema,
   type ListProductsResponse,
 } from "../../gen/provision/v1/catalog_pb.js";
+import { FeedbackService, SubmitRatingRequestSchema } from "../../gen/provision/v1/feedback_pb.js";
 import { ProblemDetailsSchema } from "../../gen/provision/v1/problem_pb.js";
-import { ListSubscriptionsRequestSchema, WebhookService } from "../../gen/provision/v1/webhook_pb.js";
 import { authorizationMetadata, sendAuthorization } from "../support/credentials.js";
 import { grpcClient } from "../support/grpc-client.js";
+import { activate, entitlementWithCode } from "../support/licensing.js";
 import { PRODUCTS, rest } from "../support/rest.js";
 import { startTestServer, type TestServer } from "../support/test-server.js";
 
@@ -60,10 +61,18 @@ test("a stock grpc-js client creates and lists products over cleartext HTTP/2", 
 });
 
 test("grpc-js sees unimplemented RPCs as UNIMPLEMENTED", async (t) => {
-  const client = grpcClient(WebhookService, `127.0.0.1:${t.context.server.port}`);
+  const { baseUrl, port } = t.context.server;
+  const { code } = await entitlementWithCode(baseUrl, {});
+  const token = (await activate(baseUrl, { activationCode: code, fingerprint: "grpc-unimplemented" })).body
+    .licenseToken;
+  const client = grpcClient(FeedbackService, `127.0.0.1:${port}`);
   t.teardown(() => client.close());
   const error = await t.throwsAsync<grpc.ServiceError>(
-    client.call("listSubscriptions", create(ListSubscriptionsRequestSchema, {}), admin(t)),
+    client.call(
+      "submitRating",
+      create(SubmitRatingRequestSchema, { rating: 5 }),
+      authorizationMetadata(`Bearer ${token}`),
+    ),
   );
   t.is(error?.code, grpc.status.UNIMPLEMENTED);
 });

@@ -1,4 +1,5 @@
 import anyTest, { type TestFn } from "ava";
+import { activate, entitlementWithCode, sessionIdOf } from "../support/licensing.js";
 import { PRODUCTS, rest } from "../support/rest.js";
 import { startTestServer, type TestServer } from "../support/test-server.js";
 
@@ -118,12 +119,16 @@ test("a duplicate answers 409", async (t) => {
 });
 
 test("an unimplemented RPC answers 501, never a fake success", async (t) => {
+  const { baseUrl } = t.context.server;
+  const { code } = await entitlementWithCode(baseUrl, {});
+  const token = (await activate(baseUrl, { activationCode: code, fingerprint: "unimplemented" })).body.licenseToken;
+  const sessionId = sessionIdOf(token);
   const paths: [string, string, unknown?][] = [
-    ["GET", "/api/v1/webhooks/admin/subscriptions"],
-    ["GET", "/api/v1/webhooks/schemas"],
+    ["POST", "/api/v1/provision/user-feedback/rating", { rating: 5 }],
+    ["POST", `/api/v1/provision/observability/sessions/${sessionId}/observability/log`, []],
   ];
   for (const [method, path, body] of paths) {
-    const response = await rest(t.context.server.baseUrl, method, path, body);
+    const response = await rest(baseUrl, method, path, body, { authorization: `Bearer ${token}` });
     assertProblem(t, response, 501);
     t.is(response.body.type, "urn:provision:problem:unimplemented", `${method} ${path}`);
   }

@@ -178,7 +178,7 @@ test("client secrets, access tokens, bodies and query strings never reach the lo
       await send("s8", "GET", `/readyz?filter=${filterSecret}`),
       await send("s9", "GET", `${PRODUCTS}?filter=${filterSecret}`, undefined, undefined, forgedToken),
     ];
-    t.deepEqual(statuses, [200, 400, 200, 400, 415, 400, 501, 200, 401]);
+    t.deepEqual(statuses, [200, 400, 200, 400, 415, 400, 400, 200, 401]);
     for (const requestId of ["s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9"]) await requestLog(server, requestId);
 
     for (const line of server.logs) {

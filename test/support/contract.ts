@@ -9,6 +9,7 @@ export const IMPLEMENTED_SERVICES = new Set([
   "provision.v1.CatalogService",
   "provision.v1.ClientAdminService",
   "provision.v1.EntitlementService",
+  "provision.v1.WebhookService",
 ]);
 
 /** A REST route of the contract that takes client credentials, with its path variables filled in. */

@@ -33,6 +33,10 @@ test("an empty environment gives the documented defaults", (t) => {
     concurrency: 64,
     pollIntervalMs: 1000,
     callbackTokenTtlSeconds: 300,
+    suspendAfterMs: 5 * 86_400_000,
+    expiringNoticeMs: 7 * 86_400_000,
+    trialExpiringNoticeMs: 3 * 86_400_000,
+    schedulerIntervalMs: 60_000,
   });
   t.true(trustedTargets.isEmpty);
 });
@@ -44,6 +48,8 @@ for (const [variable, value] of [
   ["WEBHOOK_TRUSTED_TARGETS", "10.0.0.0/0"],
   ["WEBHOOK_TRUSTED_TARGETS", "127.1"],
   ["WEBHOOK_CONCURRENCY", "0"],
+  ["WEBHOOK_SUSPEND_AFTER", "5 days"],
+  ["SCHEDULER_INTERVAL_MS", "10"],
 ]) {
   test(`${variable}=${value} is refused with a ConfigError naming ${variable}`, (t) => {
     const error = t.throws(() => loadConfig({ [variable]: value }));

@@ -5,6 +5,7 @@ import { EntitlementAssets1764000000000 } from "./0004-entitlement-assets.js";
 import { UserCodes1764086400000 } from "./0005-user-codes.js";
 import { SessionTrial1764172800000 } from "./0006-session-trial.js";
 import { Webhooks1764259200000 } from "./0007-webhooks.js";
+import { EntitlementNotices1764345600000 } from "./0008-entitlement-notices.js";
 
 /** Every migration, oldest first. Never edit one that has shipped: add the next. */
 export const migrations = [
@@ -15,4 +16,5 @@ export const migrations = [
   UserCodes1764086400000,
   SessionTrial1764172800000,
   Webhooks1764259200000,
+  EntitlementNotices1764345600000,
 ];

@@ -1,0 +1,66 @@
+import type { Clock } from "./clock.js";
+import type { Logger } from "./logger.js";
+import type { SchedulerLease } from "./scheduler-lease.js";
+
+/** One piece of time-driven work; run again at every tick, so it must do only what is due (and be idempotent). */
+export interface ScheduledJob {
+  name: string;
+  run(now: Date): Promise<void>;
+}
+
+/**
+ * Runs the jobs at every tick on the one instance holding the lease (each instance tries; the others wait for
+ * it to expire). A failing job is logged and tried again at the next tick; the others still run.
+ */
+export class Scheduler {
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+  private held = false;
+
+  constructor(
+    private readonly options: {
+      lease: SchedulerLease;
+      jobs: ScheduledJob[];
+      intervalMs: number;
+      clock: Clock;
+      logger: Logger;
+    },
+  ) {}
+
+  start(): void {
+    this.timer = setInterval(() => void this.tick(), this.options.intervalMs).unref();
+    void this.tick();
+  }
+
+  /** One round: take or renew the lease, then run every job. Answers when done (tests call it directly). */
+  tick(): Promise<void> {
+    this.running ??= this.round().finally(() => {
+      this.running = undefined;
+    });
+    return this.running;
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.timer);
+    await this.running;
+    if (this.held) await this.options.lease.release().catch(() => undefined);
+  }
+
+  private async round(): Promise<void> {
+    const { lease, jobs, clock, logger } = this.options;
+    try {
+      this.held = await lease.acquire();
+    } catch (error) {
+      logger.warn({ err: error }, "could not take the scheduler lease");
+      return;
+    }
+    if (!this.held) return;
+    for (const job of jobs) {
+      try {
+        await job.run(clock.now());
+      } catch (error) {
+        logger.warn({ err: error, job: job.name }, "scheduled job failed");
+      }
+    }
+  }
+}

@@ -1,0 +1,36 @@
+import { SubscriptionState } from "../../gen/provision/v1/webhook_pb.js";
+import { inTransaction, readSerially } from "../platform/database.js";
+import type { ScheduledJob } from "../platform/scheduler.js";
+import type { WebhookDependencies } from "./webhook-dependencies.js";
+
+/**
+ * Suspends Active subscriptions whose deliveries have kept failing for `suspendAfterMs` (no success since the
+ * first failure): their pending deliveries are parked, and are sent once the subscription is re-enabled and
+ * verified again.
+ */
+export function suspensionJob(deps: WebhookDependencies, suspendAfterMs: number): ScheduledJob {
+  return {
+    name: "webhook-suspension",
+    async run(now) {
+      const { dataSource, subscriptions, deliveries } = deps;
+      const since = deliveries.date(new Date(now.getTime() - suspendAfterMs));
+      const failing = await readSerially(dataSource, () =>
+        subscriptions.table.select(
+          dataSource.manager,
+          "state = ? AND failing_since IS NOT NULL AND failing_since <= ? AND deleted_at IS NULL",
+          [SubscriptionState.ACTIVE, since],
+        ),
+      );
+      for (const candidate of failing) {
+        await inTransaction(dataSource, async (manager) => {
+          const row = await subscriptions.find(manager, candidate.providerId, candidate.id, true);
+          if (row?.state !== SubscriptionState.ACTIVE || !row.failingSince) return;
+          row.state = SubscriptionState.SUSPENDED;
+          row.updatedAt = now;
+          await subscriptions.update(manager, row);
+          await deliveries.parkPending(manager, row.id);
+        });
+      }
+    },
+  };
+}

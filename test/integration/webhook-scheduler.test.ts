@@ -1,0 +1,194 @@
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import anyTest, { type ExecutionContext, type TestFn } from "ava";
+import { mintAccessToken } from "../support/credentials.js";
+import { ENTITLEMENTS } from "../support/licensing.js";
+import { type ManualClock, manualClock } from "../support/manual-clock.js";
+import { defaultAuthorization, PRODUCTS, rest } from "../support/rest.js";
+import { createTestDatabase, startTestServer, type TestServer } from "../support/test-server.js";
+import { WebhookReceiver } from "../support/webhook-receiver.js";
+
+// The time-driven work (expiry notices, suspension of failing subscriptions, pruning), run a round at a time with
+// a manual clock, on the one instance holding the scheduler lease.
+
+interface Context {
+  servers: Record<string, { server: TestServer; clock: ManualClock }>;
+  folder: string;
+}
+const test = anyTest as TestFn<Context>;
+const MODES = ["mysql", "embedded"] as const;
+type Mode = (typeof MODES)[number];
+const SUBSCRIPTIONS = "/api/v1/webhooks/admin/subscriptions";
+const DAY = 86_400_000;
+const ENV = { WEBHOOK_TRUSTED_TARGETS: "127.0.0.1", WEBHOOK_POLL_INTERVAL_MS: "100" };
+
+test.before(async (t) => {
+  t.context.folder = fs.mkdtempSync(path.join(os.tmpdir(), "provision-scheduler-"));
+  t.context.servers = {};
+  for (const mode of MODES) {
+    const clock = manualClock(Date.now());
+    const embedded = mode === "embedded" ? { embedded: { file: path.join(t.context.folder, "db.sqlite") } } : {};
+    t.context.servers[mode] = { server: await startTestServer({ ...embedded, env: ENV, clock }), clock };
+  }
+});
+
+test.after.always(async (t) => {
+  for (const { server } of Object.values(t.context.servers ?? {})) await server.close();
+  fs.rmSync(t.context.folder, { recursive: true, force: true });
+});
+
+function each(title: string, body: (t: ExecutionContext<Context>, mode: Mode) => Promise<void>) {
+  for (const mode of MODES) test.serial(`${title} (${mode})`, (t) => body(t, mode));
+}
+
+/** Moves the clock, and gives the admin a token valid at the new time (the last one expired with the move). */
+async function advance(server: TestServer, clock: ManualClock, ms: number) {
+  clock.advance(ms);
+  defaultAuthorization.set(server.baseUrl, `Bearer ${await mintAccessToken(server.app, server.admin.clientId, ["*"])}`);
+}
+
+async function subscribe(server: TestServer, eventTypes: string[]) {
+  const receiver = await WebhookReceiver.start();
+  const created = await rest(server.baseUrl, "POST", SUBSCRIPTIONS, { url: receiver.url(), eventTypes });
+  if (created.status !== 200) throw new Error(JSON.stringify(created.body));
+  receiver.secret = created.body.secret;
+  const id = created.body.subscription.id as string;
+  await waitForState(server, id, 2);
+  return { receiver, id };
+}
+
+async function waitForState(server: TestServer, id: string, state: number) {
+  for (let tries = 0; tries < 200; tries++) {
+    if ((await rest(server.baseUrl, "GET", `${SUBSCRIPTIONS}/${id}`)).body.state === state) return;
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+  throw new Error(`subscription ${id} never reached state ${state}`);
+}
+
+async function entitlement(server: TestServer, fields: Record<string, unknown>) {
+  const product = await rest(server.baseUrl, "POST", PRODUCTS, {
+    productCode: `SCHED-${Math.random().toString(36).slice(2, 10)}`,
+    productVersion: "1",
+    name: "Scheduled",
+  });
+  const created = await rest(server.baseUrl, "POST", ENTITLEMENTS, {
+    name: "Customer",
+    productIds: [product.body.id],
+    ...fields,
+  });
+  if (created.status !== 200) throw new Error(JSON.stringify(created.body));
+  return created.body.id as string;
+}
+
+const settle = () => new Promise((resolve) => setTimeout(resolve, 400));
+
+each(
+  "Entitlement.Expiring is sent once, the lead time before expiry, and again when the expiry moves",
+  async (t, mode) => {
+    const { server, clock } = t.context.servers[mode];
+    const { receiver } = await subscribe(server, ["Entitlement.Expiring"]);
+    try {
+      const expiresAt = new Date(clock.now().getTime() + 10 * DAY).toISOString();
+      const id = await entitlement(server, { expirationDateTime: expiresAt });
+      const expiring = () => receiver.received.filter((received) => received.envelope.entityid === id);
+      await server.app.scheduler.tick();
+      await settle();
+      t.is(expiring().length, 0, "10 days before: not yet");
+      await advance(server, clock, 3 * DAY + 1000);
+      await server.app.scheduler.tick();
+      await receiver.waitFor((received) => received.envelope.entityid === id);
+      await server.app.scheduler.tick();
+      await settle();
+      t.is(expiring().length, 1, "once per deadline");
+      t.is(Date.parse(String(expiring()[0].envelope.data.expiresAt)), Date.parse(expiresAt));
+      const moved = new Date(clock.now().getTime() + 2 * DAY).toISOString();
+      await rest(server.baseUrl, "PUT", `${ENTITLEMENTS}/${id}`, { expirationDateTime: moved });
+      await server.app.scheduler.tick();
+      await receiver.waitFor(
+        (received) =>
+          received.envelope.entityid === id &&
+          Date.parse(String(received.envelope.data.expiresAt)) === Date.parse(moved),
+      );
+      t.is(expiring().length, 2, "a moved expiry gets its own notice");
+    } finally {
+      await receiver.close();
+    }
+  },
+);
+
+each(
+  "a subscription failing for 5 days is suspended; re-enabled and verified, it gets what was parked",
+  async (t, mode) => {
+    const { server, clock } = t.context.servers[mode];
+    const { receiver, id } = await subscribe(server, ["Entitlement.PlanApplied"]);
+    try {
+      receiver.answer = (received) => receiver.challengeReply(received) ?? { status: 503 };
+      const entitlementId = await entitlement(server, {});
+      await receiver.waitFor((received) => received.envelope.entityid === entitlementId);
+      await settle();
+      await advance(server, clock, 5 * DAY + 1000);
+      await server.app.scheduler.tick();
+      await waitForState(server, id, 4);
+      const arrivedBefore = receiver.received.length;
+      receiver.answer = (received) => receiver.challengeReply(received) ?? { status: 204 };
+      const reenabled = await rest(server.baseUrl, "PATCH", `${SUBSCRIPTIONS}/${id}`, { state: 2 });
+      t.is(reenabled.status, 200, JSON.stringify(reenabled.body));
+      t.is(reenabled.body.state, 1, "back to PendingVerification, with a new challenge");
+      await waitForState(server, id, 2);
+      const redelivered = await receiver.waitFor(
+        (received) =>
+          received.envelope.entityid === entitlementId && receiver.received.indexOf(received) >= arrivedBefore,
+      );
+      t.is(redelivered.envelope.type, "Entitlement.PlanApplied");
+    } finally {
+      await receiver.close();
+    }
+  },
+);
+
+each("succeeded deliveries are pruned after the retention period", async (t, mode) => {
+  const { server, clock } = t.context.servers[mode];
+  const { receiver, id } = await subscribe(server, ["Entitlement.PlanApplied"]);
+  try {
+    await entitlement(server, {});
+    await receiver.waitFor((received) => received.envelope.type === "Entitlement.PlanApplied");
+    await settle();
+    const before = await rest(server.baseUrl, "GET", `${SUBSCRIPTIONS}/${id}/deliveries`);
+    t.true(before.body.totalCount >= 2, "the challenge and the event");
+    await advance(server, clock, 31 * DAY);
+    await server.app.scheduler.tick();
+    const after = await rest(server.baseUrl, "GET", `${SUBSCRIPTIONS}/${id}/deliveries`);
+    t.is(after.body.totalCount, 0);
+  } finally {
+    await receiver.close();
+  }
+});
+
+test.serial(
+  "two instances on one database: the lease lets one run the work, the other takes over when it stops",
+  async (t) => {
+    const database = await createTestDatabase();
+    const clock = manualClock(Date.now());
+    const first = await startTestServer({ databaseUrl: database.url, clock, env: ENV });
+    const second = await startTestServer({ databaseUrl: database.url, clock, env: ENV });
+    try {
+      const rows = async () =>
+        (await first.app.dataSource.query("SELECT holder, expires_at FROM scheduler_leases")) as { holder: string }[];
+      await first.app.scheduler.tick();
+      await second.app.scheduler.tick();
+      const [held] = await rows();
+      t.truthy(held);
+      await first.close();
+      clock.advance(5 * 60_000);
+      await second.app.scheduler.tick();
+      const [taken] = (await second.app.dataSource.query("SELECT holder FROM scheduler_leases")) as {
+        holder: string;
+      }[];
+      t.not(taken.holder, held.holder, "the second instance holds the lease once the first is gone");
+    } finally {
+      await second.close();
+      await database.drop();
+    }
+  },
+);
