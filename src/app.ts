@@ -13,7 +13,9 @@ import { CatalogRepository } from "./catalog/catalog-repository.js";
 import { catalogEntities } from "./catalog/entities.js";
 import { ProductCache } from "./catalog/product-cache.js";
 import { licensingEntities } from "./licensing/entities.js";
+import { expiryNoticesJob } from "./licensing/expiry-notices.js";
 import { createLicensing } from "./licensing/licensing-runtime.js";
+import { subscriptionRenewalsJob } from "./licensing/subscription-renewals.js";
 import { type Clock, systemClock } from "./platform/clock.js";
 import type { Config } from "./platform/config.js";
 import { connectAll } from "./platform/connect-all.js";
@@ -23,7 +25,7 @@ import { type InvalidationBus, MemoryInvalidationBus } from "./platform/invalida
 import type { Logger } from "./platform/logger.js";
 import { MemoryCoordinator } from "./platform/memory-coordinator.js";
 import { migrations } from "./platform/migrations/index.js";
-import type { Scheduler } from "./platform/scheduler.js";
+import { createScheduler, type Scheduler } from "./platform/scheduler.js";
 import { errorInterceptor } from "./server/error-interceptor.js";
 import type { RequestHandler } from "./server/http-server.js";
 import { createInProcessInvoker } from "./server/in-process-rpc.js";
@@ -191,7 +193,26 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
       await withTimeout(readyCoordinator.ping(), "coordinator", logger);
     },
   });
+  const scheduler = createScheduler({
+    dataSource,
+    clock,
+    logger,
+    intervalMs: config.webhooks.schedulerIntervalMs,
+    jobs: [
+      ...webhooks.jobs,
+      expiryNoticesJob(dataSource, webhooks.outbox, {
+        expiringMs: config.webhooks.expiringNoticeMs,
+        trialExpiringMs: config.webhooks.trialExpiringNoticeMs,
+      }),
+      subscriptionRenewalsJob({
+        dataSource,
+        events: webhooks.outbox,
+        entitlementChanged: licensing.dependencies.entitlementChanged,
+      }),
+    ],
+  });
   const close = async () => {
+    await scheduler.close();
     await webhooks.close(config.shutdownGraceMs);
     await licensing.close();
     await readyBus.close();
@@ -207,7 +228,8 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
     throw error;
   }
   webhooks.start();
-  return { handler, dataSource, coordinator, keys, tokens, bootstrap, scheduler: webhooks.scheduler, close };
+  scheduler.start();
+  return { handler, dataSource, coordinator, keys, tokens, bootstrap, scheduler, close };
 }
 
 /** Fails naming the dependency only: its own error goes to the log, not to whoever asks the probe. */

@@ -88,6 +88,32 @@ export function effectiveSubscription(policy: SubscriptionPolicy, now: Date): Ef
 }
 
 /** Adds `times` periods to `date`. */
+/**
+ * The renewal instants that have passed by `now` and fall after `since`, oldest first, at most `limit` (the
+ * latest ones); each with the periods left after it (-1 = unlimited). Only renewals, not the end.
+ */
+export function renewalsBetween(
+  policy: SubscriptionPolicy,
+  since: Date,
+  now: Date,
+  limit: number,
+): { at: Date; periodsLeft: number }[] {
+  const first = dateOf(policy.nextRenewalTimeStamp);
+  if (first === null) return [];
+  const step = renewalStep(policy);
+  const effective = effectiveSubscription(policy, now);
+  const left = policy.subscriptionPeriodsLeft < 0 ? -1 : policy.subscriptionPeriodsLeft;
+  const consumed = left < 0 ? renewalsPassed(first, step, now) : left - effective.periodsLeft;
+  const renewals: { at: Date; periodsLeft: number }[] = [];
+  for (let index = consumed - 1; index >= 0 && renewals.length < limit; index--) {
+    const at = renewalAt(first, step, index);
+    if (at === null || at <= since) break;
+    if (effective.endsAt && at >= effective.endsAt) continue;
+    renewals.unshift({ at, periodsLeft: left < 0 ? -1 : left - index - 1 });
+  }
+  return renewals;
+}
+
 export function addRenewPeriods(date: Date, period: RenewPeriod, times: number): Date {
   return new Date(addMonths(date, period.months * times).getTime() + period.ms * times);
 }

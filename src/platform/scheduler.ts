@@ -1,6 +1,12 @@
+import type { DataSource } from "typeorm";
 import type { Clock } from "./clock.js";
 import type { Logger } from "./logger.js";
-import type { SchedulerLease } from "./scheduler-lease.js";
+import { SchedulerLease } from "./scheduler-lease.js";
+
+/** The lease of the time-driven work. */
+const SCHEDULER_LEASE = "provision-scheduler";
+/** The lease outlives this many ticks, and at least 30 s, before another instance may take it over. */
+const LEASE_TICKS = 3;
 
 /** One piece of time-driven work; run again at every tick, so it must do only what is due (and be idempotent). */
 export interface ScheduledJob {
@@ -63,4 +69,17 @@ export class Scheduler {
       }
     }
   }
+}
+
+/** The scheduler of this instance, with its lease in the database. */
+export function createScheduler(options: {
+  dataSource: DataSource;
+  clock: Clock;
+  logger: Logger;
+  intervalMs: number;
+  jobs: ScheduledJob[];
+}): Scheduler {
+  const ttlMs = Math.max(LEASE_TICKS * options.intervalMs, 30_000);
+  const lease = new SchedulerLease(options.dataSource, options.clock, SCHEDULER_LEASE, ttlMs);
+  return new Scheduler({ ...options, lease });
 }

@@ -2,11 +2,8 @@ import { randomUUID } from "node:crypto";
 import type { DataSource } from "typeorm";
 import type { AccessTokens } from "../auth/access-tokens.js";
 import type { ClientStates } from "../auth/client-states.js";
-import { expiryNoticesJob } from "../licensing/expiry-notices.js";
 import type { Clock } from "../platform/clock.js";
 import type { Logger } from "../platform/logger.js";
-import { Scheduler } from "../platform/scheduler.js";
-import { SchedulerLease } from "../platform/scheduler-lease.js";
 import type { WebhookConfig } from "../platform/webhook-config.js";
 import { CallbackTokens } from "./callback-tokens.js";
 import { DeliveryStore } from "./delivery-store.js";
@@ -17,9 +14,6 @@ import type { HostLookup } from "./safe-resolve.js";
 import { SubscriptionStore } from "./subscription-store.js";
 import { suspensionJob } from "./suspension.js";
 import type { WebhookDependencies } from "./webhook-dependencies.js";
-
-/** The lease of the time-driven work (notices, suspension, pruning). */
-const SCHEDULER_LEASE = "provision-scheduler";
 
 export interface WebhookRuntimeOptions {
   dataSource: DataSource;
@@ -71,31 +65,15 @@ export function createWebhooks(options: WebhookRuntimeOptions) {
       lookup: options.lookup,
     },
   });
-  const scheduler = new Scheduler({
-    lease: new SchedulerLease(dataSource, clock, SCHEDULER_LEASE, Math.max(3 * config.schedulerIntervalMs, 30_000)),
-    intervalMs: config.schedulerIntervalMs,
-    clock,
-    logger,
-    jobs: [
-      suspensionJob(dependencies, config.suspendAfterMs),
-      retentionJob(dataSource, dependencies.deliveries, config.retentionDays),
-      expiryNoticesJob(dataSource, outbox, {
-        expiringMs: config.expiringNoticeMs,
-        trialExpiringMs: config.trialExpiringNoticeMs,
-      }),
-    ],
-  });
   return {
     dependencies,
     outbox,
-    scheduler,
-    start: () => {
-      worker.start();
-      scheduler.start();
-    },
-    close: async (graceMs?: number) => {
-      await scheduler.close();
-      await worker.close(graceMs);
-    },
+    /** The webhooks' time-driven work, for the scheduler. */
+    jobs: [
+      suspensionJob(dependencies, config.suspendAfterMs),
+      retentionJob(dataSource, dependencies.deliveries, config.retentionDays),
+    ],
+    start: () => worker.start(),
+    close: (graceMs?: number) => worker.close(graceMs),
   };
 }
