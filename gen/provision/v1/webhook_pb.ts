@@ -646,7 +646,7 @@ export const ListEventSchemasRequestSchema: GenMessage<ListEventSchemasRequest> 
  */
 export type ListEventSchemasResponse = Message<"provision.v1.ListEventSchemasResponse"> & {
   /**
-   * Every event type of the catalog, ordered by type.
+   * Every event type the service emits, ordered by type.
    *
    * @generated from field: repeated provision.v1.EventSchema event_schemas = 1;
    */
@@ -1130,7 +1130,7 @@ export enum SubscriptionState {
   DISABLED = 3,
 
   /**
-   * 4: Suspended: turned off by the service after deliveries kept failing with retries exhausted; re-enable with state Active.
+   * 4: Suspended: turned off by the service after its deliveries kept failing for WEBHOOK_SUSPEND_AFTER (5 days); pending events are kept and sent once it is re-enabled (state Active) and verified.
    *
    * @generated from enum value: SUBSCRIPTION_STATE_SUSPENDED = 4;
    */
