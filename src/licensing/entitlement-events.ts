@@ -13,11 +13,18 @@ import { policyOf } from "./entitlement-mapper.js";
 export type PlanCause = "created" | "from-template" | "updated";
 
 /** The members every entitlement event's `data` starts with. */
-function entitlementData(row: EntitlementRow) {
+export function entitlementData(row: EntitlementRow) {
   return { entitlementId: row.id, customerId: row.customerId, orderId: row.orderId, reference: row.reference };
 }
 
-function entitlementEvent(row: EntitlementRow, type: string, now: Date, dataSchema: DescMessage, data: Message) {
+/** An event about an entitlement, at `now`. */
+export function entitlementEvent(
+  row: EntitlementRow,
+  type: string,
+  now: Date,
+  dataSchema: DescMessage,
+  data: Message,
+): EventDraft {
   return {
     providerId: row.providerId,
     type,

@@ -10,6 +10,7 @@ import { inTransaction, isUniqueViolation, readSerially } from "../platform/data
 import type { ScheduledJob } from "../platform/scheduler.js";
 import type { EventDraft, Outbox } from "../webhooks/outbox.js";
 import { EntitlementEntity, type EntitlementRow } from "./entities.js";
+import { entitlementData, entitlementEvent } from "./entitlement-events.js";
 import { policyOf } from "./entitlement-mapper.js";
 import { trialEnd } from "./license-ends.js";
 import { dateOf } from "./policy-time.js";
@@ -101,34 +102,13 @@ async function notify(
 }
 
 function noticeEvent(row: EntitlementRow, kind: "expiring" | "trial-expiring", dueAt: Date, now: Date): EventDraft {
-  const common = {
-    entitlementId: row.id,
-    customerId: row.customerId,
-    orderId: row.orderId,
-    reference: row.reference,
-    customerContactEmail: row.customerContactEmail,
-  };
-  const base = {
-    providerId: row.providerId,
-    entityKind: "entitlement",
-    entityId: row.id,
-    subject: `entitlements/${row.id}`,
-    eventVersion: 1,
-    time: now,
-  };
-  return kind === "expiring"
-    ? {
-        ...base,
-        type: "Entitlement.Expiring",
-        dataSchema: EntitlementExpiringDataSchema,
-        data: create(EntitlementExpiringDataSchema, { ...common, expiresAt: timestampFromDate(dueAt) }),
-      }
-    : {
-        ...base,
-        type: "Entitlement.TrialExpiring",
-        dataSchema: EntitlementTrialExpiringDataSchema,
-        data: create(EntitlementTrialExpiringDataSchema, { ...common, trialEndsAt: timestampFromDate(dueAt) }),
-      };
+  const common = { ...entitlementData(row), customerContactEmail: row.customerContactEmail };
+  if (kind === "expiring") {
+    const data = create(EntitlementExpiringDataSchema, { ...common, expiresAt: timestampFromDate(dueAt) });
+    return entitlementEvent(row, "Entitlement.Expiring", now, EntitlementExpiringDataSchema, data);
+  }
+  const data = create(EntitlementTrialExpiringDataSchema, { ...common, trialEndsAt: timestampFromDate(dueAt) });
+  return entitlementEvent(row, "Entitlement.TrialExpiring", now, EntitlementTrialExpiringDataSchema, data);
 }
 
 function bool(dataSource: DataSource, value: boolean): unknown {

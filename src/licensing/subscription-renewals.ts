@@ -10,6 +10,7 @@ import { dialectOf, forUpdate, inTransaction, readSerially } from "../platform/d
 import type { ScheduledJob } from "../platform/scheduler.js";
 import type { EventDraft, Outbox } from "../webhooks/outbox.js";
 import { EntitlementEntity, type EntitlementRow } from "./entities.js";
+import { entitlementData, entitlementEvent } from "./entitlement-events.js";
 import { policyOf, policyText } from "./entitlement-mapper.js";
 import { effectiveSubscription, renewalsBetween } from "./subscription-periods.js";
 
@@ -129,21 +130,6 @@ async function mark(manager: EntityManager, entitlementId: string, kind: string,
   return true;
 }
 
-function base(row: EntitlementRow, now: Date) {
-  return {
-    providerId: row.providerId,
-    entityKind: "entitlement",
-    entityId: row.id,
-    subject: `entitlements/${row.id}`,
-    eventVersion: 1,
-    time: now,
-  };
-}
-
-function common(row: EntitlementRow) {
-  return { entitlementId: row.id, customerId: row.customerId, orderId: row.orderId, reference: row.reference };
-}
-
 function renewedEvent(
   row: EntitlementRow,
   renewal: { at: Date; periodsLeft: number },
@@ -151,21 +137,21 @@ function renewedEvent(
   now: Date,
 ): EventDraft {
   const data = create(EntitlementRenewedDataSchema, {
-    ...common(row),
+    ...entitlementData(row),
     renewedAt: timestampFromDate(renewal.at),
     nextRenewalAt: next ? timestampFromDate(next) : undefined,
     subscriptionPeriodsLeft: renewal.periodsLeft,
   });
-  return { ...base(row, now), type: "Entitlement.Renewed", dataSchema: EntitlementRenewedDataSchema, data };
+  return entitlementEvent(row, "Entitlement.Renewed", now, EntitlementRenewedDataSchema, data);
 }
 
 function cancelledEvent(row: EntitlementRow, now: Date): EventDraft {
   const data = create(EntitlementCancelledDataSchema, {
-    ...common(row),
+    ...entitlementData(row),
     reason: "subscription-ended",
     cancelledAt: timestampFromDate(now),
   });
-  return { ...base(row, now), type: "Entitlement.Cancelled", dataSchema: EntitlementCancelledDataSchema, data };
+  return entitlementEvent(row, "Entitlement.Cancelled", now, EntitlementCancelledDataSchema, data);
 }
 
 function date(dataSource: DataSource, value: Date): unknown {

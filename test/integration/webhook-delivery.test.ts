@@ -6,7 +6,8 @@ import { Webhook } from "standardwebhooks";
 import { activate, ENTITLEMENTS, entitlementWithCode, sessionIdOf } from "../support/licensing.js";
 import { rest } from "../support/rest.js";
 import { startTestServer, type TestServer } from "../support/test-server.js";
-import { type Received, sign, WebhookReceiver } from "../support/webhook-receiver.js";
+import { WebhookReceiver } from "../support/webhook-receiver.js";
+import { isSignedWith, SUBSCRIPTIONS, waitForState } from "../support/webhooks.js";
 
 // Subscriptions, the registration challenge, signed delivery of licensing events, retries and request-forgery
 // refusals, against a receiver on 127.0.0.1 (the only trusted target): no traffic leaves loopback.
@@ -18,7 +19,6 @@ interface Context {
 const test = anyTest as TestFn<Context>;
 const MODES = ["mysql", "embedded"] as const;
 type Mode = (typeof MODES)[number];
-const SUBSCRIPTIONS = "/api/v1/webhooks/admin/subscriptions";
 const ENV = {
   WEBHOOK_TRUSTED_TARGETS: "127.0.0.1",
   WEBHOOK_RETRY_SCHEDULE: "0s,200ms,400ms",
@@ -58,15 +58,6 @@ async function activeSubscription(server: TestServer, request: Record<string, un
   return { receiver, id, secret: created.body.secret as string, created: created.body };
 }
 
-async function waitForState(server: TestServer, id: string, state: number) {
-  for (let tries = 0; tries < 200; tries++) {
-    const found = await rest(server.baseUrl, "GET", `${SUBSCRIPTIONS}/${id}`);
-    if (found.body.state === state) return found.body;
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-  throw new Error(`subscription ${id} never reached state ${state}`);
-}
-
 /** The subscription's delivery of this event once it is recorded as succeeded (after the receiver answered). */
 async function succeededDelivery(server: TestServer, subscriptionId: string, eventId: string) {
   for (let tries = 0; tries < 200; tries++) {
@@ -78,13 +69,6 @@ async function succeededDelivery(server: TestServer, subscriptionId: string, eve
   throw new Error(`event ${eventId} was never recorded as delivered`);
 }
 
-function verified(received: Received, secret: string): boolean {
-  const id = String(received.headers["webhook-id"]);
-  const timestamp = String(received.headers["webhook-timestamp"]);
-  const expected = `v1,${sign(secret, id, timestamp, received.body)}`;
-  return String(received.headers["webhook-signature"]).split(" ").includes(expected);
-}
-
 each("a new subscription answers its secret once, is verified by the challenge and becomes Active", async (t, mode) => {
   const server = t.context.servers[mode];
   const { receiver, id, secret, created } = await activeSubscription(server);
@@ -94,7 +78,7 @@ each("a new subscription answers its secret once, is verified by the challenge a
     t.is(created.subscription.timestampFormat, "rfc3339");
     const challenge = receiver.received[0];
     t.is(challenge.envelope.type, "Webhooks.Registration.Challenge");
-    t.true(verified(challenge, secret), "the challenge is signed");
+    t.true(isSignedWith(challenge, secret), "the challenge is signed");
     const got = await rest(server.baseUrl, "GET", `${SUBSCRIPTIONS}/${id}`);
     t.false(JSON.stringify(got.body).includes(secret), "the secret is never shown again");
   } finally {
@@ -147,7 +131,7 @@ each("licensing changes arrive signed, as CloudEvents, with the spec's headers",
     const planned = await receiver.waitFor((received) => received.envelope.type === "Entitlement.PlanApplied");
     const cancelled = await receiver.waitFor((received) => received.envelope.type === "Entitlement.Cancelled");
     for (const received of [activated, planned, cancelled]) {
-      t.true(verified(received, secret), `${received.envelope.type} is signed`);
+      t.true(isSignedWith(received, secret), `${received.envelope.type} is signed`);
       t.is(received.headers["webhook-event-type"], received.envelope.type);
       t.is(received.headers["webhook-id"], String(received.envelope.id));
       t.is(received.headers["webhook-delivery-attempt"], "1");
@@ -247,7 +231,7 @@ each("test-fire sends a sample with data._test through the pipeline", async (t, 
     });
     t.is(fired.status, 200, JSON.stringify(fired.body));
     const sample = await receiver.waitFor((received) => received.envelope.id === fired.body.eventId);
-    t.true(verified(sample, secret));
+    t.true(isSignedWith(sample, secret));
     t.is(sample.envelope.type, "Entitlement.Renewed");
     t.is(Object.keys(sample.envelope.data)[0], "_test");
     t.is(sample.envelope.data._test, true);

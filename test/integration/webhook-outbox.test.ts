@@ -14,6 +14,7 @@ import { type OwnRedis, startOwnRedis } from "../support/redis-server.js";
 import { defaultAuthorization, PRODUCTS, rest } from "../support/rest.js";
 import { createTestDatabase, startTestServer, type TestServer } from "../support/test-server.js";
 import { type Received, sign, WebhookReceiver } from "../support/webhook-receiver.js";
+import { isSignedWith, SUBSCRIPTIONS } from "../support/webhooks.js";
 
 // The transactional outbox: events survive an endpoint that is down, a service killed (SIGKILL) between the
 // change and the delivery, and go out exactly once per subscription from several processes sharing MySQL and
@@ -27,7 +28,6 @@ interface Context {
 const test = anyTest as TestFn<Context>;
 const MODES = ["mysql", "embedded"] as const;
 type Mode = (typeof MODES)[number];
-const SUBSCRIPTIONS = "/api/v1/webhooks/admin/subscriptions";
 const ENV = {
   WEBHOOK_TRUSTED_TARGETS: "127.0.0.1",
   WEBHOOK_RETRY_SCHEDULE: "0s,200ms,400ms,800ms,1600ms,3200ms",
@@ -101,14 +101,6 @@ function planAppliedFor(entitlementId: string) {
     received.envelope.type === "Entitlement.PlanApplied" && received.envelope.entityid === entitlementId;
 }
 
-function verified(received: Received, secret: string): boolean {
-  const id = String(received.headers["webhook-id"]);
-  const timestamp = String(received.headers["webhook-timestamp"]);
-  return String(received.headers["webhook-signature"])
-    .split(" ")
-    .includes(`v1,${sign(secret, id, timestamp, received.body)}`);
-}
-
 each("an endpoint down, then up again on the same port, gets every event", async (t, mode) => {
   const server = t.context.servers[mode];
   const first = await WebhookReceiver.start();
@@ -131,7 +123,7 @@ each("an endpoint down, then up again on the same port, gets every event", async
     second.secret = secret;
     for (const entitlementId of entitlementIds) {
       const received = await second.waitFor(planAppliedFor(entitlementId), 15_000);
-      t.true(verified(received, secret), "signed");
+      t.true(isSignedWith(received, secret), "signed");
       t.true(Number(received.headers["webhook-delivery-attempt"]) >= 3, "a retry after the failed attempts");
     }
     const settled = await pollUntil("every delivery recorded as succeeded", async () => {

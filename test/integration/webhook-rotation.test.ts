@@ -9,6 +9,7 @@ import { pollUntil } from "../support/poll.js";
 import { defaultAuthorization, rest } from "../support/rest.js";
 import { startTestServer, type TestServer } from "../support/test-server.js";
 import { type Received, sign, WebhookReceiver } from "../support/webhook-receiver.js";
+import { SUBSCRIPTIONS, waitForState } from "../support/webhooks.js";
 
 // Secret rotation: during the overlap every delivery carries two signatures (new first), and a challenge reply
 // signed with the previous secret is accepted; after it only the new secret signs. Each server runs on a
@@ -21,7 +22,6 @@ interface Context {
 const test = anyTest as TestFn<Context>;
 const MODES = ["mysql", "embedded"] as const;
 type Mode = (typeof MODES)[number];
-const SUBSCRIPTIONS = "/api/v1/webhooks/admin/subscriptions";
 const ENV = {
   WEBHOOK_TRUSTED_TARGETS: "127.0.0.1",
   WEBHOOK_RETRY_SCHEDULE: "0s,200ms,400ms",
@@ -65,13 +65,6 @@ async function subscribe(server: TestServer, receiver: WebhookReceiver) {
   if (created.status !== 200) throw new Error(`subscription: ${JSON.stringify(created.body)}`);
   receiver.secret = created.body.secret;
   return { id: created.body.subscription.id as string, secret: created.body.secret as string };
-}
-
-async function waitForState(server: TestServer, id: string, state: number) {
-  return pollUntil(`subscription ${id} in state ${state}`, async () => {
-    const found = await rest(server.baseUrl, "GET", `${SUBSCRIPTIONS}/${id}`);
-    return found.body.state === state ? found.body : undefined;
-  });
 }
 
 async function rotate(server: TestServer, id: string, request: Record<string, unknown> = {}) {

@@ -8,6 +8,7 @@ import { type ManualClock, manualClock } from "../support/manual-clock.js";
 import { defaultAuthorization, PRODUCTS, rest } from "../support/rest.js";
 import { createTestDatabase, startTestServer, type TestServer } from "../support/test-server.js";
 import { WebhookReceiver } from "../support/webhook-receiver.js";
+import { SUBSCRIPTIONS, waitForState } from "../support/webhooks.js";
 
 // The time-driven work (expiry notices, suspension of failing subscriptions, pruning), run a round at a time with
 // a manual clock, on the one instance holding the scheduler lease.
@@ -19,7 +20,6 @@ interface Context {
 const test = anyTest as TestFn<Context>;
 const MODES = ["mysql", "embedded"] as const;
 type Mode = (typeof MODES)[number];
-const SUBSCRIPTIONS = "/api/v1/webhooks/admin/subscriptions";
 const DAY = 86_400_000;
 const ENV = { WEBHOOK_TRUSTED_TARGETS: "127.0.0.1", WEBHOOK_POLL_INTERVAL_MS: "100" };
 
@@ -56,14 +56,6 @@ async function subscribe(server: TestServer, eventTypes: string[]) {
   const id = created.body.subscription.id as string;
   await waitForState(server, id, 2);
   return { receiver, id };
-}
-
-async function waitForState(server: TestServer, id: string, state: number) {
-  for (let tries = 0; tries < 200; tries++) {
-    if ((await rest(server.baseUrl, "GET", `${SUBSCRIPTIONS}/${id}`)).body.state === state) return;
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-  throw new Error(`subscription ${id} never reached state ${state}`);
 }
 
 async function entitlement(server: TestServer, fields: Record<string, unknown>) {
