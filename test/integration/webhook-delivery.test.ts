@@ -222,6 +222,24 @@ each("failed attempts are retried on the schedule and audited; 410 disables the 
   }
 });
 
+each("a Retry-After on a failed answer makes the next attempt wait at least that long", async (t, mode) => {
+  const server = t.context.servers[mode];
+  const { receiver } = await activeSubscription(server);
+  try {
+    const arrivals: number[] = [];
+    receiver.answer = (received) => {
+      if (received.envelope.type !== "Entitlement.PlanApplied") return { status: 204 };
+      arrivals.push(Date.now());
+      return arrivals.length === 1 ? { status: 503, headers: { "retry-after": "2" } } : { status: 204 };
+    };
+    await entitlementWithCode(server.baseUrl, {});
+    await receiver.waitFor((received) => received.headers["webhook-delivery-attempt"] === "2", 15_000);
+    t.true(arrivals[1] - arrivals[0] >= 1900, `waited ${arrivals[1] - arrivals[0]} ms (the schedule says 200 ms)`);
+  } finally {
+    await receiver.close();
+  }
+});
+
 each("test-fire sends a sample with data._test through the pipeline", async (t, mode) => {
   const server = t.context.servers[mode];
   const { receiver, id, secret } = await activeSubscription(server);
