@@ -4,6 +4,7 @@
  * server replaying the same bytes in the same run; REST create also against raw INSERTs of the same rows.
  * Licensing (bench/licensing-rows.ts): check-in and renew over 64 live sessions, check-in again paced at half
  * its measured rate for its p99, and activation with a fresh device each, of one entitlement and of 16.
+ * Webhooks (bench/webhook-rows.ts), on a service of their own: change → receiver latency and fan-out deliveries/s.
  * Embedded (SQLite, in-process coordinator) and MySQL + Redis, both by default. Every loop is bounded by time;
  * traffic stays on loopback; children and the throwaway database are removed at the end.
  *
@@ -44,6 +45,7 @@ import {
 } from "./provision-server.js";
 import { type GrpcReply, type Reply, recordGrpc, recordHttp } from "./replies.js";
 import { type ModeResult, type PathResult, pathResult, printTable } from "./report.js";
+import { webhookRows } from "./webhook-rows.js";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
 const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 1);
@@ -212,6 +214,7 @@ async function benchMode(mode: Mode): Promise<ModeResult> {
     paths.push(pathResult(targets.create.name, created, await driveHttp(http1Url, targets.create, load)));
     const raw = await rawInsert(storage, createdId);
     paths.push(pathResult(`${targets.create.name} vs raw INSERT`, created, raw, "raw insert", "≥ 0.3× raw"));
+    paths.push(...(await webhookRows(mode, load, LOG_LEVEL)));
 
     const bareFigures = await bareStartup(http1["GET /healthz"]);
     return {
