@@ -1,4 +1,4 @@
-import { DELIVERY_STATUS } from "./delivery-store.js";
+import { DELIVERY_STATUS, type Settlement } from "./delivery-store.js";
 import type { WebhookDeliveryRow } from "./entities.js";
 import { nextAttemptDelayMs, parseRetryAfter } from "./retry-schedule.js";
 
@@ -7,10 +7,7 @@ export type AttemptResult =
   | { status: number; retryAfter?: string; durationMs: number; body: Buffer; truncated: boolean }
   | { error: string; durationMs: number };
 
-export type Settlement = Pick<
-  WebhookDeliveryRow,
-  "status" | "nextAttemptAt" | "scheduleStep" | "lastStatusCode" | "lastError" | "completedAt"
->;
+export type { Settlement } from "./delivery-store.js";
 
 export interface Outcome {
   settlement: Settlement;

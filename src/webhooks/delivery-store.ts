@@ -11,6 +11,12 @@ import {
   type WebhookEventRow,
 } from "./entities.js";
 
+/** A delivery's state after an attempt. */
+export type Settlement = Pick<
+  WebhookDeliveryRow,
+  "status" | "nextAttemptAt" | "scheduleStep" | "lastStatusCode" | "lastError" | "completedAt"
+>;
+
 /** Stored delivery statuses: DeliveryStatus of webhook.proto. */
 export const DELIVERY_STATUS = { pending: 1, succeeded: 2, failed: 3, cancelled: 4 } as const;
 
@@ -91,26 +97,46 @@ export class DeliveryStore {
   }
 
   async payloadsOf(manager: EntityManager, eventIds: string[]): Promise<Map<string, string>> {
-    if (eventIds.length === 0) return new Map();
-    const rows = (await manager.query(`SELECT id, payload FROM webhook_events WHERE id IN (${marks(eventIds)})`, [
-      ...new Set(eventIds),
-    ])) as { id: string; payload: string }[];
+    const unique = [...new Set(eventIds)];
+    if (unique.length === 0) return new Map();
+    const rows = (await manager.query(
+      `SELECT id, payload FROM webhook_events WHERE id IN (${marks(unique)})`,
+      unique,
+    )) as { id: string; payload: string }[];
     return new Map(rows.map((row) => [row.id, row.payload]));
   }
 
-  async addAttempt(manager: EntityManager, attempt: WebhookAttemptRow): Promise<void> {
-    await this.attempts.insert(manager, [attempt]);
+  async addAttempts(manager: EntityManager, attempts: WebhookAttemptRow[]): Promise<void> {
+    if (attempts.length > 0) await this.attempts.insert(manager, attempts);
+  }
+
+  /**
+   * Settles deliveries claimed under one claim with the same outcome, in one statement (each one step further on
+   * its schedule); those whose claim was taken over meanwhile are left alone.
+   */
+  async settleMany(
+    manager: EntityManager,
+    claimed: WebhookDeliveryRow[],
+    outcome: Omit<Settlement, "scheduleStep">,
+  ): Promise<void> {
+    if (claimed.length === 0) return;
+    const ids = claimed.map((delivery) => delivery.id);
+    await manager.query(
+      `UPDATE webhook_deliveries SET status = ?, next_attempt_at = ?, schedule_step = schedule_step + 1, last_status_code = ?, last_error = ?, completed_at = ?, claim_id = NULL WHERE claim_id = ? AND id IN (${marks(ids)})`,
+      [
+        outcome.status,
+        outcome.nextAttemptAt ? this.date(outcome.nextAttemptAt) : null,
+        outcome.lastStatusCode,
+        outcome.lastError.slice(0, 1000),
+        outcome.completedAt ? this.date(outcome.completedAt) : null,
+        claimed[0].claimId,
+        ...ids,
+      ],
+    );
   }
 
   /** Writes a claimed delivery's outcome, only while the claim is still the one it was made under. */
-  async settle(
-    manager: EntityManager,
-    delivery: WebhookDeliveryRow,
-    outcome: Pick<
-      WebhookDeliveryRow,
-      "status" | "nextAttemptAt" | "scheduleStep" | "lastStatusCode" | "lastError" | "completedAt"
-    >,
-  ): Promise<boolean> {
+  async settle(manager: EntityManager, delivery: WebhookDeliveryRow, outcome: Settlement): Promise<boolean> {
     const changed = await changedRows(
       manager,
       "UPDATE webhook_deliveries SET status = ?, next_attempt_at = ?, schedule_step = ?, last_status_code = ?, last_error = ?, completed_at = ?, claim_id = NULL WHERE id = ? AND claim_id = ?",

@@ -1,12 +1,12 @@
 import { randomUUID } from "node:crypto";
 import type { DataSource } from "typeorm";
-import { SubscriptionState } from "../../gen/provision/v1/webhook_pb.js";
 import type { Clock } from "../platform/clock.js";
 import { inTransaction, readSerially } from "../platform/database.js";
 import type { Logger } from "../platform/logger.js";
 import { CALLBACK_TOKEN_HEADER, type CallbackTokens } from "./callback-tokens.js";
 import { checkChallengeReply } from "./challenge.js";
 import { type AttemptResult, type Outcome, outcomeOf } from "./delivery-outcome.js";
+import { ResultWriter } from "./delivery-results.js";
 import { DELIVERY_STATUS, type DeliveryStore } from "./delivery-store.js";
 import type { WebhookDeliveryRow, WebhookSubscriptionRow } from "./entities.js";
 import { CHALLENGE_EVENT_TYPE } from "./event-catalog.js";
@@ -56,7 +56,11 @@ export class DeliveryWorker {
   private stopListening: (() => void) | undefined;
   private idle: (() => void) | undefined;
 
-  constructor(private readonly deps: WorkerDependencies) {}
+  private readonly results: ResultWriter;
+
+  constructor(private readonly deps: WorkerDependencies) {
+    this.results = new ResultWriter(deps);
+  }
 
   start(): void {
     this.stopListening = this.deps.outbox.onCommitted(() => this.kick());
@@ -106,14 +110,27 @@ export class DeliveryWorker {
   private async claimAndSend(): Promise<void> {
     const free = this.deps.settings.concurrency - this.inFlight;
     if (free <= 0 || this.closed) return;
+    const { dataSource, deliveries, subscriptions } = this.deps;
     const now = this.deps.clock.now();
     const claimUntil = new Date(now.getTime() + this.deps.settings.timeoutMs + CLAIM_MARGIN_MS);
-    const claimed = await inTransaction(this.deps.dataSource, (manager) =>
-      this.deps.deliveries.claimDue(manager, { claimId: randomUUID(), now, claimUntil, limit: free }),
+    const claimed = await inTransaction(dataSource, (manager) =>
+      deliveries.claimDue(manager, { claimId: randomUUID(), now, claimUntil, limit: free }),
     );
+    if (claimed.length === 0) return;
+    const batch = await readSerially(dataSource, async () => ({
+      subscriptions: await subscriptions.findAnyOf(
+        dataSource.manager,
+        claimed.map((delivery) => delivery.subscriptionId),
+      ),
+      payloads: await deliveries.payloadsOf(
+        dataSource.manager,
+        claimed.map((delivery) => delivery.eventId),
+      ),
+      keys: new Map<string, Buffer[]>(),
+    }));
     for (const delivery of claimed) {
       this.inFlight++;
-      this.deliver(delivery)
+      this.deliver(delivery, batch)
         .catch((error: Error) =>
           this.deps.logger.warn({ err: error, deliveryId: delivery.id }, "webhook delivery could not be recorded"),
         )
@@ -135,23 +152,15 @@ export class DeliveryWorker {
     if (waitMs < this.deps.settings.pollIntervalMs) this.dueTimer = setTimeout(() => this.kick(), waitMs).unref();
   }
 
-  private async deliver(delivery: WebhookDeliveryRow): Promise<void> {
-    const { dataSource, subscriptions, deliveries } = this.deps;
-    const [subscription, payloads] = await readSerially(
-      dataSource,
-      async () =>
-        [
-          await subscriptions.findAny(dataSource.manager, delivery.subscriptionId),
-          await deliveries.payloadsOf(dataSource.manager, [delivery.eventId]),
-        ] as const,
-    );
-    const payload = payloads.get(delivery.eventId);
+  private async deliver(delivery: WebhookDeliveryRow, batch: ClaimedBatch): Promise<void> {
+    const subscription = batch.subscriptions.get(delivery.subscriptionId);
+    const payload = batch.payloads.get(delivery.eventId);
     if (!subscription || subscription.deletedAt || payload === undefined) {
-      await this.record(delivery, cancelled(this.deps.clock.now()), undefined);
+      await this.results.record({ delivery, outcome: cancelled(this.deps.clock.now()) });
       return;
     }
     const started = this.deps.clock.now();
-    const keys = signingKeys(subscription, started, this.deps.keyEncryptionKey);
+    const keys = keysOf(batch, subscription, started, this.deps.keyEncryptionKey);
     const timestamp = webhookTimestamp(started, subscription.timestampFormat as TimestampFormat);
     const body = Buffer.from(payload);
     const headers: Record<string, string> = {
@@ -174,7 +183,7 @@ export class DeliveryWorker {
       this.deps.clock.now(),
       refusal,
     );
-    await this.record(delivery, outcome, { started, result, refusal });
+    await this.results.record({ delivery, outcome, attempt: { started, result, refusal }, subscription });
   }
 
   private async callbackTokenOf(subscription: WebhookSubscriptionRow, delivery: WebhookDeliveryRow) {
@@ -208,55 +217,6 @@ export class DeliveryWorker {
     });
     return verdict.ok ? undefined : verdict.error;
   }
-
-  /** The attempt, the delivery's new state and what it means for the subscription, in one transaction. */
-  private async record(
-    delivery: WebhookDeliveryRow,
-    outcome: Outcome,
-    attempt: { started: Date; result: AttemptResult; refusal: string | undefined } | undefined,
-  ): Promise<void> {
-    const { deliveries, subscriptions } = this.deps;
-    const now = this.deps.clock.now();
-    await inTransaction(this.deps.dataSource, async (manager) => {
-      if (attempt) await deliveries.addAttempt(manager, attemptRow(delivery, attempt));
-      if (!(await deliveries.settle(manager, delivery, outcome.settlement)) || !attempt) return;
-      const subscription = await subscriptions.findAny(manager, delivery.subscriptionId);
-      if (!subscription || subscription.deletedAt) return;
-      const changed = subscriptionAfter(subscription, delivery, outcome, now);
-      if (!changed) return;
-      await subscriptions.update(manager, changed);
-      if (changed.state === SubscriptionState.ACTIVE && subscription.state !== SubscriptionState.ACTIVE) {
-        await deliveries.releaseParked(manager, subscription.id, now);
-      }
-      if (changed.state === SubscriptionState.DISABLED) await deliveries.cancelPending(manager, subscription.id, now);
-    });
-  }
-}
-
-/** The subscription after an attempt, or null when it does not change. */
-function subscriptionAfter(
-  subscription: WebhookSubscriptionRow,
-  delivery: WebhookDeliveryRow,
-  outcome: Outcome,
-  now: Date,
-): WebhookSubscriptionRow | null {
-  if (outcome.gone && subscription.state === SubscriptionState.ACTIVE) {
-    return { ...subscription, state: SubscriptionState.DISABLED, updatedAt: now };
-  }
-  if (outcome.succeeded && subscription.challengeDeliveryId === delivery.id) {
-    return {
-      ...subscription,
-      state: SubscriptionState.ACTIVE,
-      challengeDeliveryId: null,
-      failingSince: null,
-      updatedAt: now,
-    };
-  }
-  if (outcome.succeeded && subscription.failingSince) return { ...subscription, failingSince: null };
-  if (!outcome.succeeded && !subscription.failingSince && delivery.eventType !== CHALLENGE_EVENT_TYPE) {
-    return { ...subscription, failingSince: now };
-  }
-  return null;
 }
 
 function cancelled(now: Date): Outcome {
@@ -274,21 +234,18 @@ function cancelled(now: Date): Outcome {
   };
 }
 
-/** The audit row of an attempt; its error is why it failed (no answer, or a challenge reply refused). */
-function attemptRow(
-  delivery: WebhookDeliveryRow,
-  { started, result, refusal }: { started: Date; result: AttemptResult; refusal: string | undefined },
-) {
-  const answered = "status" in result;
-  return {
-    id: randomUUID(),
-    deliveryId: delivery.id,
-    attempt: delivery.attemptCount,
-    startedAt: started,
-    durationMs: Math.round(result.durationMs),
-    statusCode: answered ? result.status : 0,
-    error: (answered ? (refusal ?? "") : result.error).slice(0, 1000),
-    responseBody: answered ? result.body.toString("utf8") : null,
-    responseTruncated: answered ? result.truncated : false,
-  };
+/** What a claimed batch's deliveries share: their subscriptions and payloads, read once, and each one's keys. */
+interface ClaimedBatch {
+  subscriptions: Map<string, WebhookSubscriptionRow>;
+  payloads: Map<string, string>;
+  keys: Map<string, Buffer[]>;
+}
+
+function keysOf(batch: ClaimedBatch, subscription: WebhookSubscriptionRow, now: Date, keyEncryptionKey?: Buffer) {
+  let keys = batch.keys.get(subscription.id);
+  if (!keys) {
+    keys = signingKeys(subscription, now, keyEncryptionKey);
+    batch.keys.set(subscription.id, keys);
+  }
+  return keys;
 }

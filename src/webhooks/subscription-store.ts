@@ -39,6 +39,14 @@ export class SubscriptionStore {
     return row ?? null;
   }
 
+  /** Subscriptions by id, deleted or not (a claimed batch of deliveries reads theirs at once). */
+  async findAnyOf(manager: EntityManager, ids: string[]): Promise<Map<string, WebhookSubscriptionRow>> {
+    const unique = [...new Set(ids)];
+    if (unique.length === 0) return new Map();
+    const rows = await this.table.select(manager, `id IN (${unique.map(() => "?").join(", ")})`, unique);
+    return new Map(rows.map((row) => [row.id, row]));
+  }
+
   page(manager: EntityManager, providerId: string, offset: number, limit: number) {
     return this.table.page(manager, {
       where: "provider_id = ? AND deleted_at IS NULL",

@@ -1,0 +1,185 @@
+import { randomUUID } from "node:crypto";
+import type { DataSource, EntityManager } from "typeorm";
+import { SubscriptionState } from "../../gen/provision/v1/webhook_pb.js";
+import type { Clock } from "../platform/clock.js";
+import { inTransaction } from "../platform/database.js";
+import type { AttemptResult, Outcome, Settlement } from "./delivery-outcome.js";
+import type { DeliveryStore } from "./delivery-store.js";
+import type { WebhookAttemptRow, WebhookDeliveryRow, WebhookSubscriptionRow } from "./entities.js";
+import { CHALLENGE_EVENT_TYPE } from "./event-catalog.js";
+import type { SubscriptionStore } from "./subscription-store.js";
+
+/** Results written together at most this long after the first of them arrived. */
+const FLUSH_DELAY_MS = 5;
+/** A batch this large is written at once. */
+const FLUSH_SIZE = 200;
+
+/** One attempt's result, as it is recorded. */
+export interface DeliveryResult {
+  delivery: WebhookDeliveryRow;
+  outcome: Outcome;
+  /** Absent when no attempt was made (the subscription was gone). */
+  attempt?: { started: Date; result: AttemptResult; refusal: string | undefined };
+  /** The subscription as read when the delivery was claimed. */
+  subscription?: WebhookSubscriptionRow;
+}
+
+interface Queued {
+  result: DeliveryResult;
+  done: (error?: Error) => void;
+}
+
+/**
+ * Records attempts and their deliveries' new states in batches: one transaction (one commit) for the results of
+ * a few milliseconds, attempts in multi-row INSERTs, deliveries settled with the same outcome in one UPDATE each
+ * (fenced by their claim). Only results that change their subscription (a challenge answered, 410 Gone, a first
+ * failure or a first success after failures) read and write it.
+ */
+export class ResultWriter {
+  private queue: Queued[] = [];
+  private timer: NodeJS.Timeout | undefined;
+  private flushing: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly deps: {
+      dataSource: DataSource;
+      deliveries: DeliveryStore;
+      subscriptions: SubscriptionStore;
+      clock: Clock;
+    },
+  ) {}
+
+  record(result: DeliveryResult): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.queue.push({ result, done: (error) => (error ? reject(error) : resolve()) });
+      if (this.queue.length >= FLUSH_SIZE) this.flushSoon(0);
+      else this.flushSoon(FLUSH_DELAY_MS);
+    });
+  }
+
+  private flushSoon(delayMs: number): void {
+    if (this.timer && delayMs > 0) return;
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.flushing = this.flushing.then(() => this.flush());
+    }, delayMs);
+  }
+
+  private async flush(): Promise<void> {
+    const batch = this.queue.splice(0);
+    if (batch.length === 0) return;
+    try {
+      await inTransaction(this.deps.dataSource, (manager) =>
+        this.write(
+          manager,
+          batch.map((queued) => queued.result),
+        ),
+      );
+      for (const queued of batch) queued.done();
+    } catch (error) {
+      for (const queued of batch) queued.done(error as Error);
+    }
+  }
+
+  private async write(manager: EntityManager, results: DeliveryResult[]): Promise<void> {
+    const { deliveries } = this.deps;
+    const now = this.deps.clock.now();
+    const attempts = results.flatMap((result) => (result.attempt ? [attemptRow(result.delivery, result.attempt)] : []));
+    await deliveries.addAttempts(manager, attempts);
+    const individual = results.filter((result) => changesSubscription(result));
+    const grouped = new Map<string, DeliveryResult[]>();
+    for (const result of results) {
+      if (individual.includes(result)) continue;
+      const key = `${result.delivery.claimId}|${settlementKey(result.outcome.settlement)}`;
+      grouped.set(key, [...(grouped.get(key) ?? []), result]);
+    }
+    for (const group of grouped.values()) {
+      const settlement = group[0].outcome.settlement;
+      const completedAt = settlement.completedAt ? now : null;
+      await deliveries.settleMany(
+        manager,
+        group.map((result) => result.delivery),
+        { ...settlement, completedAt },
+      );
+    }
+    for (const result of individual) await this.settleWithSubscription(manager, result, now);
+  }
+
+  private async settleWithSubscription(manager: EntityManager, result: DeliveryResult, now: Date): Promise<void> {
+    const { deliveries, subscriptions } = this.deps;
+    const { delivery, outcome } = result;
+    if (!(await deliveries.settle(manager, delivery, outcome.settlement))) return;
+    const subscription = await subscriptions.findAny(manager, delivery.subscriptionId);
+    if (!subscription || subscription.deletedAt) return;
+    const changed = subscriptionAfter(subscription, delivery, outcome, now);
+    if (!changed) return;
+    await subscriptions.update(manager, changed);
+    if (changed.state === SubscriptionState.ACTIVE && subscription.state !== SubscriptionState.ACTIVE) {
+      await deliveries.releaseParked(manager, subscription.id, now);
+    }
+    if (changed.state === SubscriptionState.DISABLED) await deliveries.cancelPending(manager, subscription.id, now);
+  }
+}
+
+/** Whether a result may change its subscription, as the subscription was read at the claim. */
+function changesSubscription({ delivery, outcome, attempt, subscription }: DeliveryResult): boolean {
+  if (!attempt || !subscription) return false;
+  return subscriptionAfter(subscription, delivery, outcome, new Date()) !== null;
+}
+
+/** The subscription after an attempt, or null when it does not change. */
+function subscriptionAfter(
+  subscription: WebhookSubscriptionRow,
+  delivery: WebhookDeliveryRow,
+  outcome: Outcome,
+  now: Date,
+): WebhookSubscriptionRow | null {
+  if (outcome.gone && subscription.state === SubscriptionState.ACTIVE) {
+    return { ...subscription, state: SubscriptionState.DISABLED, updatedAt: now };
+  }
+  if (outcome.succeeded && subscription.challengeDeliveryId === delivery.id) {
+    return {
+      ...subscription,
+      state: SubscriptionState.ACTIVE,
+      challengeDeliveryId: null,
+      failingSince: null,
+      updatedAt: now,
+    };
+  }
+  if (outcome.succeeded && subscription.failingSince) return { ...subscription, failingSince: null };
+  if (!outcome.succeeded && !subscription.failingSince && delivery.eventType !== CHALLENGE_EVENT_TYPE) {
+    return { ...subscription, failingSince: now };
+  }
+  return null;
+}
+
+/** What settlements written by one UPDATE share (the step goes one further for each, the end is the write's time). */
+function settlementKey(settlement: Settlement): string {
+  return JSON.stringify([
+    settlement.status,
+    settlement.nextAttemptAt?.getTime() ?? null,
+    settlement.lastStatusCode,
+    settlement.lastError,
+    settlement.completedAt !== null,
+  ]);
+}
+
+/** The audit row of an attempt; its error is why it failed (no answer, or a challenge reply refused). */
+function attemptRow(
+  delivery: WebhookDeliveryRow,
+  { started, result, refusal }: NonNullable<DeliveryResult["attempt"]>,
+): WebhookAttemptRow {
+  const answered = "status" in result;
+  return {
+    id: randomUUID(),
+    deliveryId: delivery.id,
+    attempt: delivery.attemptCount,
+    startedAt: started,
+    durationMs: Math.round(result.durationMs),
+    statusCode: answered ? result.status : 0,
+    error: (answered ? (refusal ?? "") : result.error).slice(0, 1000),
+    responseBody: answered ? result.body.toString("utf8") : null,
+    responseTruncated: answered ? result.truncated : false,
+  };
+}
