@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { DataSource } from "typeorm";
 import type { Clock } from "../platform/clock.js";
-import { inTransaction, readSerially } from "../platform/database.js";
+import { dialectOf, inTransaction, readSerially } from "../platform/database.js";
 import type { Logger } from "../platform/logger.js";
 import { CALLBACK_TOKEN_HEADER, type CallbackTokens } from "./callback-tokens.js";
 import { checkChallengeReply } from "./challenge.js";
@@ -48,27 +48,37 @@ export interface WorkerDependencies {
  */
 export class DeliveryWorker {
   private running = false;
+  /** Events may be waiting to be matched to subscriptions (a commit or the poll said so). */
+  private eventsWaiting = false;
   private again = false;
   private closed = false;
+  /** Deliveries being attempted (their HTTP request under way). */
   private inFlight = 0;
+  /** Attempts made whose results are not written yet. */
+  private unrecorded = 0;
   private poll: NodeJS.Timeout | undefined;
   private dueTimer: NodeJS.Timeout | undefined;
   private stopListening: (() => void) | undefined;
   private idle: (() => void) | undefined;
 
   private readonly results: ResultWriter;
+  /** How many times the concurrency attempts and unwritten results together may reach. */
+  private readonly resultAllowance: number;
 
   constructor(private readonly deps: WorkerDependencies) {
     this.results = new ResultWriter(deps);
+    this.resultAllowance = dialectOf(deps.dataSource) === "mysql" ? 2 : 1;
   }
 
   start(): void {
-    this.stopListening = this.deps.outbox.onCommitted(() => this.kick());
-    this.poll = setInterval(() => this.kick(), this.deps.settings.pollIntervalMs).unref();
-    this.kick();
+    this.stopListening = this.deps.outbox.onCommitted(() => this.kick(true));
+    this.poll = setInterval(() => this.kick(true), this.deps.settings.pollIntervalMs).unref();
+    this.kick(true);
   }
 
-  kick(): void {
+  /** Runs a round (at once, or after the one under way): claims, and first matches new events when `newEvents`. */
+  kick(newEvents = false): void {
+    if (newEvents) this.eventsWaiting = true;
     if (this.closed) return;
     if (this.running) {
       this.again = true;
@@ -89,7 +99,7 @@ export class DeliveryWorker {
     clearInterval(this.poll);
     clearTimeout(this.dueTimer);
     this.stopListening?.();
-    if (this.inFlight === 0) return;
+    if (this.busy === 0) return;
     await Promise.race([
       new Promise<void>((resolve) => {
         this.idle = resolve;
@@ -99,24 +109,41 @@ export class DeliveryWorker {
   }
 
   private async run(): Promise<void> {
+    let drained = false;
     do {
       this.again = false;
-      while (!this.closed && (await fanOut(this.deps, this.deps.clock.now())) > 0);
-      await this.claimAndSend();
+      if (this.eventsWaiting) {
+        this.eventsWaiting = false;
+        while (!this.closed && (await fanOut(this.deps, this.deps.clock.now())) > 0);
+      }
+      drained = await this.claimAndSend();
     } while (this.again && !this.closed);
-    await this.wakeAtNextDue();
+    if (drained) await this.wakeAtNextDue();
   }
 
-  private async claimAndSend(): Promise<void> {
-    const free = this.deps.settings.concurrency - this.inFlight;
-    if (free <= 0 || this.closed) return;
+  private get busy(): number {
+    return this.inFlight + this.unrecorded;
+  }
+
+  /**
+   * Claims as many due deliveries as there are free request slots. On MySQL a slot is free again once its
+   * attempt is answered, and results waiting to be written count against twice the concurrency, so claims never
+   * outrun them; on SQLite, where claims and results queue for the one connection, only once its result is written.
+   */
+  /** Answers whether it found fewer due deliveries than it could take (none left for now). */
+  private async claimAndSend(): Promise<boolean> {
+    const { concurrency } = this.deps.settings;
+    const free = Math.min(concurrency - this.inFlight, this.resultAllowance * concurrency - this.busy);
+    // With slots freed one by one, claims wait for a quarter of them: each claim is a transaction of its own.
+    const enough = this.busy === 0 || this.resultAllowance === 1 ? 1 : Math.ceil(concurrency / 4);
+    if (free < enough || this.closed) return false;
     const { dataSource, deliveries, subscriptions } = this.deps;
     const now = this.deps.clock.now();
     const claimUntil = new Date(now.getTime() + this.deps.settings.timeoutMs + CLAIM_MARGIN_MS);
     const claimed = await inTransaction(dataSource, (manager) =>
       deliveries.claimDue(manager, { claimId: randomUUID(), now, claimUntil, limit: free }),
     );
-    if (claimed.length === 0) return;
+    if (claimed.length === 0) return true;
     const batch = await readSerially(dataSource, async () => ({
       subscriptions: await subscriptions.findAnyOf(
         dataSource.manager,
@@ -131,15 +158,28 @@ export class DeliveryWorker {
     for (const delivery of claimed) {
       this.inFlight++;
       this.deliver(delivery, batch)
+        .then(({ recorded }) => this.whenRecorded(delivery, recorded))
         .catch((error: Error) =>
-          this.deps.logger.warn({ err: error, deliveryId: delivery.id }, "webhook delivery could not be recorded"),
+          this.deps.logger.warn({ err: error, deliveryId: delivery.id }, "webhook delivery failed"),
         )
-        .finally(() => {
-          this.inFlight--;
-          if (this.inFlight === 0) this.idle?.();
-          this.kick();
-        });
+        .finally(() => this.settled(() => this.inFlight--));
     }
+    return claimed.length < free;
+  }
+
+  private whenRecorded(delivery: WebhookDeliveryRow, recorded: Promise<void>): void {
+    this.unrecorded++;
+    recorded
+      .catch((error: Error) =>
+        this.deps.logger.warn({ err: error, deliveryId: delivery.id }, "webhook delivery could not be recorded"),
+      )
+      .finally(() => this.settled(() => this.unrecorded--));
+  }
+
+  private settled(count: () => void): void {
+    count();
+    if (this.busy === 0) this.idle?.();
+    this.kick();
   }
 
   private async wakeAtNextDue(): Promise<void> {
@@ -152,12 +192,12 @@ export class DeliveryWorker {
     if (waitMs < this.deps.settings.pollIntervalMs) this.dueTimer = setTimeout(() => this.kick(), waitMs).unref();
   }
 
-  private async deliver(delivery: WebhookDeliveryRow, batch: ClaimedBatch): Promise<void> {
+  /** Attempts a delivery; answers once it is answered, with the writing of its result under way. */
+  private async deliver(delivery: WebhookDeliveryRow, batch: ClaimedBatch): Promise<{ recorded: Promise<void> }> {
     const subscription = batch.subscriptions.get(delivery.subscriptionId);
     const payload = batch.payloads.get(delivery.eventId);
     if (!subscription || subscription.deletedAt || payload === undefined) {
-      await this.results.record({ delivery, outcome: cancelled(this.deps.clock.now()) });
-      return;
+      return { recorded: this.results.record({ delivery, outcome: cancelled(this.deps.clock.now()) }) };
     }
     const started = this.deps.clock.now();
     const keys = keysOf(batch, subscription, started, this.deps.keyEncryptionKey);
@@ -183,7 +223,9 @@ export class DeliveryWorker {
       this.deps.clock.now(),
       refusal,
     );
-    await this.results.record({ delivery, outcome, attempt: { started, result, refusal }, subscription });
+    return {
+      recorded: this.results.record({ delivery, outcome, attempt: { started, result, refusal }, subscription }),
+    };
   }
 
   private async callbackTokenOf(subscription: WebhookSubscriptionRow, delivery: WebhookDeliveryRow) {
