@@ -103,7 +103,8 @@ function dueWork(row: EntitlementRow, now: Date, announced: Date | undefined) {
   if (!policy || !subscription) return null;
   const floor = Math.max(row.createdAt.getTime(), now.getTime() - CATCH_UP_MS, announced?.getTime() ?? 0);
   const since = new Date(floor);
-  const renewals = renewalsBetween(subscription, since, now, MAX_RENEWALS);
+  // An inactive subscription does not renew: nothing is announced for it.
+  const renewals = subscription.isSubscriptionActive ? renewalsBetween(subscription, since, now, MAX_RENEWALS) : [];
   const effective = effectiveSubscription(subscription, now);
   const ended = effective.endsAt !== null && effective.endsAt <= now && subscription.isSubscriptionActive;
   if (renewals.length === 0 && !ended) return null;

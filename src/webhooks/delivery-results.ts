@@ -13,6 +13,12 @@ import type { SubscriptionStore } from "./subscription-store.js";
 const FLUSH_DELAY_MS = 5;
 /** A batch this large is written at once. */
 const FLUSH_SIZE = 200;
+/**
+ * A batch whose write failed is tried again, waiting longer each time; given up after the last try, its deliveries
+ * stay claimed and are attempted again once their claims expire.
+ */
+const WRITE_ATTEMPTS = 5;
+const WRITE_RETRY_MS = 500;
 
 /** One attempt's result, as it is recorded. */
 export interface DeliveryResult {
@@ -66,19 +72,23 @@ export class ResultWriter {
     }, delayMs);
   }
 
+  /** Writes what is queued; a failed write is tried again a few times before its results are given up. */
   private async flush(): Promise<void> {
     const batch = this.queue.splice(0);
     if (batch.length === 0) return;
-    try {
-      await inTransaction(this.deps.dataSource, (manager) =>
-        this.write(
-          manager,
-          batch.map((queued) => queued.result),
-        ),
-      );
-      for (const queued of batch) queued.done();
-    } catch (error) {
-      for (const queued of batch) queued.done(error as Error);
+    const results = batch.map((queued) => queued.result);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await inTransaction(this.deps.dataSource, (manager) => this.write(manager, results));
+        for (const queued of batch) queued.done();
+        return;
+      } catch (error) {
+        if (attempt >= WRITE_ATTEMPTS) {
+          for (const queued of batch) queued.done(error as Error);
+          return;
+        }
+        await new Promise((resolve) => setTimeout(resolve, WRITE_RETRY_MS * attempt));
+      }
     }
   }
 
@@ -110,11 +120,12 @@ export class ResultWriter {
     const { deliveries, subscriptions } = this.deps;
     const { delivery, outcome } = result;
     if (!(await deliveries.settle(manager, delivery, outcome.settlement))) return;
-    const subscription = await subscriptions.findAny(manager, delivery.subscriptionId);
+    // Locked and read again: an administrator's change meanwhile is kept, and the decision uses the current row.
+    const subscription = await subscriptions.lockAny(manager, delivery.subscriptionId);
     if (!subscription || subscription.deletedAt) return;
     const changed = subscriptionAfter(subscription, delivery, outcome, now);
     if (!changed) return;
-    await subscriptions.update(manager, changed);
+    await subscriptions.setStanding(manager, changed);
     if (changed.state === SubscriptionState.ACTIVE && subscription.state !== SubscriptionState.ACTIVE) {
       await deliveries.releaseParked(manager, subscription.id, now);
     }

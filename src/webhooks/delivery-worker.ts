@@ -16,11 +16,14 @@ import { signatureHeader, webhookTimestamp } from "./signing.js";
 import { signingKeys } from "./subscription-secrets.js";
 import type { TimestampFormat } from "./subscription-states.js";
 import type { SubscriptionStore } from "./subscription-store.js";
-import { postToTarget, type TransportSettings } from "./webhook-transport.js";
+import { type PostResult, postToTarget, type TransportSettings } from "./webhook-transport.js";
 
 const CONTENT_TYPE = "application/cloudevents+json; charset=utf-8";
-/** A claim outlives the request's time-out by this much before another worker may take the delivery over. */
-const CLAIM_MARGIN_MS = 15_000;
+/**
+ * A claim outlives the request's time-out by this much (the host's DNS lookup may take up to 10 s of it) before
+ * another worker may take the delivery over.
+ */
+const CLAIM_MARGIN_MS = 30_000;
 
 export interface WorkerSettings extends TransportSettings {
   retrySchedule: readonly number[];
@@ -200,6 +203,35 @@ export class DeliveryWorker {
       return { recorded: this.results.record({ delivery, outcome: cancelled(this.deps.clock.now()) }) };
     }
     const started = this.deps.clock.now();
+    const { result, refusal } = await this.attempt(delivery, subscription, payload, batch, started).catch(
+      (error: Error) => {
+        // A delivery that cannot even be prepared (its secret cannot be unsealed, a callback token cannot be
+        // issued) is a failed attempt on the retry schedule, not a claim retried for ever.
+        this.deps.logger.warn({ err: error, deliveryId: delivery.id }, "webhook delivery could not be prepared");
+        const failed: PostResult = { error: "internal error preparing the delivery", durationMs: 0 };
+        return { result: failed, refusal: undefined };
+      },
+    );
+    const outcome = outcomeOf(
+      delivery,
+      result,
+      { schedule: this.deps.settings.retrySchedule, random: this.deps.random },
+      this.deps.clock.now(),
+      refusal,
+    );
+    return {
+      recorded: this.results.record({ delivery, outcome, attempt: { started, result, refusal }, subscription }),
+    };
+  }
+
+  /** Signs and posts one attempt; answers its result and, for a challenge, why its reply is refused. */
+  private async attempt(
+    delivery: WebhookDeliveryRow,
+    subscription: WebhookSubscriptionRow,
+    payload: string,
+    batch: ClaimedBatch,
+    started: Date,
+  ): Promise<{ result: PostResult; refusal: string | undefined }> {
     const keys = keysOf(batch, subscription, started, this.deps.keyEncryptionKey);
     const timestamp = webhookTimestamp(started, subscription.timestampFormat as TimestampFormat);
     const body = Buffer.from(payload);
@@ -215,17 +247,7 @@ export class DeliveryWorker {
     const callbackToken = await this.callbackTokenOf(subscription, delivery);
     if (callbackToken) headers[CALLBACK_TOKEN_HEADER] = callbackToken;
     const result = await postToTarget(subscription.url, headers, body, this.deps.settings);
-    const refusal = this.challengeRefusal(delivery, result, { timestamp, keys, payload });
-    const outcome = outcomeOf(
-      delivery,
-      result,
-      { schedule: this.deps.settings.retrySchedule, random: this.deps.random },
-      this.deps.clock.now(),
-      refusal,
-    );
-    return {
-      recorded: this.results.record({ delivery, outcome, attempt: { started, result, refusal }, subscription }),
-    };
+    return { result, refusal: this.challengeRefusal(delivery, result, { timestamp, keys, payload }) };
   }
 
   private async callbackTokenOf(subscription: WebhookSubscriptionRow, delivery: WebhookDeliveryRow) {

@@ -6,7 +6,7 @@ import { WebhookSubscriptionEntity, type WebhookSubscriptionRow } from "./entiti
 export class SubscriptionStore {
   readonly table: SqlTable<WebhookSubscriptionRow>;
 
-  constructor(dataSource: DataSource) {
+  constructor(private readonly dataSource: DataSource) {
     this.table = new SqlTable(dataSource, WebhookSubscriptionEntity);
   }
 
@@ -31,6 +31,30 @@ export class SubscriptionStore {
       providerId,
     ]);
     return row ?? null;
+  }
+
+  /** A subscription by id alone, deleted or not, its row locked until the transaction ends. */
+  async lockAny(manager: EntityManager, id: string): Promise<WebhookSubscriptionRow | null> {
+    const locking = manager.connection.options.type === "mysql" ? " FOR UPDATE" : "";
+    const [row] = await this.table.select(manager, `id = ?${locking}`, [id]);
+    return row ?? null;
+  }
+
+  /** Writes what deliveries change of a subscription, and nothing else (an administrator may change the rest). */
+  async setStanding(
+    manager: EntityManager,
+    row: Pick<WebhookSubscriptionRow, "id" | "state" | "failingSince" | "challengeDeliveryId" | "updatedAt">,
+  ): Promise<void> {
+    const date = (value: Date | null) =>
+      value &&
+      this.dataSource.driver.preparePersistentValue(
+        value,
+        this.table.columns.find((column) => column.propertyName === "updatedAt") as never,
+      );
+    await manager.query(
+      "UPDATE webhook_subscriptions SET state = ?, failing_since = ?, challenge_delivery_id = ?, updated_at = ? WHERE id = ?",
+      [row.state, date(row.failingSince), row.challengeDeliveryId, date(row.updatedAt), row.id],
+    );
   }
 
   /** A subscription by id alone, deleted or not (deliveries read theirs). */

@@ -24,7 +24,9 @@ export function suspensionJob(deps: WebhookDependencies, suspendAfterMs: number)
       for (const candidate of failing) {
         await inTransaction(dataSource, async (manager) => {
           const row = await subscriptions.find(manager, candidate.providerId, candidate.id, true);
-          if (row?.state !== SubscriptionState.ACTIVE || !row.failingSince) return;
+          const cutoff = now.getTime() - suspendAfterMs;
+          if (row?.state !== SubscriptionState.ACTIVE || !row.failingSince || row.failingSince.getTime() > cutoff)
+            return;
           row.state = SubscriptionState.SUSPENDED;
           row.updatedAt = now;
           await subscriptions.update(manager, row);

@@ -184,3 +184,77 @@ test.serial(
     }
   },
 );
+
+each("subscription renewals are announced once each, and the end cancels the subscription", async (t, mode) => {
+  const { server, clock } = t.context.servers[mode];
+  const { receiver } = await subscribe(server, ["Entitlement.Renewed", "Entitlement.Cancelled"]);
+  try {
+    const first = new Date(clock.now().getTime() + DAY);
+    const id = await entitlement(server, {
+      activationPolicy: {
+        subscriptionPolicy: {
+          isSubscriptionActive: true,
+          nextRenewalTimeStamp: first.toISOString(),
+          renewPeriod: "day",
+          subscriptionPeriodsLeft: 2,
+        },
+      },
+    });
+    const mine = () => receiver.received.filter((received) => received.envelope.entityid === id);
+    await server.app.scheduler.tick();
+    await settle();
+    t.is(mine().length, 0, "nothing is due yet");
+    await advance(server, clock, DAY + 1000);
+    await server.app.scheduler.tick();
+    await server.app.scheduler.tick();
+    const renewed = await receiver.waitFor((received) => received.envelope.entityid === id);
+    t.is(renewed.envelope.type, "Entitlement.Renewed");
+    t.is(Date.parse(String(renewed.envelope.data.renewedAt)), first.getTime());
+    t.is(renewed.envelope.data.subscriptionPeriodsLeft, 1);
+    await advance(server, clock, DAY);
+    await server.app.scheduler.tick();
+    await receiver.waitFor(
+      (received) => received.envelope.entityid === id && received.envelope.data.subscriptionPeriodsLeft === 0,
+    );
+    await advance(server, clock, DAY);
+    await server.app.scheduler.tick();
+    const cancelled = await receiver.waitFor(
+      (received) => received.envelope.entityid === id && received.envelope.type === "Entitlement.Cancelled",
+    );
+    t.is(cancelled.envelope.data.reason, "subscription-ended");
+    await server.app.scheduler.tick();
+    await settle();
+    t.deepEqual(
+      mine().map((received) => received.envelope.type),
+      ["Entitlement.Renewed", "Entitlement.Renewed", "Entitlement.Cancelled"],
+      "each once",
+    );
+    const read = await rest(server.baseUrl, "GET", `${ENTITLEMENTS}/${id}`);
+    t.false(read.body.activationPolicy.subscriptionPolicy.isSubscriptionActive);
+  } finally {
+    await receiver.close();
+  }
+});
+
+each("an inactive subscription announces no renewals", async (t, mode) => {
+  const { server, clock } = t.context.servers[mode];
+  const { receiver } = await subscribe(server, ["Entitlement.Renewed"]);
+  try {
+    const id = await entitlement(server, {
+      activationPolicy: {
+        subscriptionPolicy: {
+          isSubscriptionActive: false,
+          nextRenewalTimeStamp: new Date(clock.now().getTime() + DAY).toISOString(),
+          renewPeriod: "day",
+          subscriptionPeriodsLeft: -1,
+        },
+      },
+    });
+    await advance(server, clock, 3 * DAY);
+    await server.app.scheduler.tick();
+    await settle();
+    t.is(receiver.received.filter((received) => received.envelope.entityid === id).length, 0);
+  } finally {
+    await receiver.close();
+  }
+});
