@@ -155,6 +155,7 @@ function subscriptionAfter(
       state: SubscriptionState.ACTIVE,
       challengeDeliveryId: null,
       failingSince: null,
+      verifiedAt: subscription.verifiedAt ?? now,
       updatedAt: now,
     };
   }

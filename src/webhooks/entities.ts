@@ -20,6 +20,8 @@ export interface WebhookSubscriptionRow {
   previousSecretExpiresAt: Date | null;
   challengeDeliveryId: string | null;
   failingSince: Date | null;
+  /** When its endpoint first answered a challenge; null until then. */
+  verifiedAt: Date | null;
   deletedAt: Date | null;
   createdAt: Date;
   updatedAt: Date;
@@ -105,6 +107,7 @@ export const WebhookSubscriptionEntity = new EntitySchema<WebhookSubscriptionRow
     previousSecretExpiresAt: datetime("previous_secret_expires_at", true),
     challengeDeliveryId: uuid("challenge_delivery_id", true),
     failingSince: datetime("failing_since", true),
+    verifiedAt: datetime("verified_at", true),
     deletedAt: datetime("deleted_at", true),
     createdAt: datetime("created_at"),
     updatedAt: datetime("updated_at"),

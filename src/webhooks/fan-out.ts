@@ -27,7 +27,7 @@ export function fanOut(deps: FanOutDependencies, now: Date): Promise<number> {
     if (events.length === 0) return 0;
     const broadcast = events.filter((event) => event.targetSubscriptionId === null);
     const providers = [...new Set(broadcast.map((event) => event.providerId))];
-    const subscriptions = await deps.subscriptions.ofProviders(manager, providers, RECEIVING_STATES);
+    const subscriptions = await deps.subscriptions.receivingOf(manager, providers, RECEIVING_STATES);
     const rows: WebhookDeliveryRow[] = [];
     for (const event of events) {
       if (event.targetSubscriptionId !== null) rows.push(deliveryOf(event, event.targetSubscriptionId, now));

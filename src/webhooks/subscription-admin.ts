@@ -89,6 +89,7 @@ export async function createSubscription(
     previousSecretExpiresAt: null,
     challengeDeliveryId: null,
     failingSince: null,
+    verifiedAt: null,
     deletedAt: null,
     createdAt: now,
     updatedAt: now,

@@ -1,4 +1,5 @@
 import type { DataSource, EntityManager } from "typeorm";
+import { SubscriptionState } from "../../gen/provision/v1/webhook_pb.js";
 import { SqlTable } from "../catalog/sql-table.js";
 import { WebhookSubscriptionEntity, type WebhookSubscriptionRow } from "./entities.js";
 
@@ -43,7 +44,10 @@ export class SubscriptionStore {
   /** Writes what deliveries change of a subscription, and nothing else (an administrator may change the rest). */
   async setStanding(
     manager: EntityManager,
-    row: Pick<WebhookSubscriptionRow, "id" | "state" | "failingSince" | "challengeDeliveryId" | "updatedAt">,
+    row: Pick<
+      WebhookSubscriptionRow,
+      "id" | "state" | "failingSince" | "challengeDeliveryId" | "verifiedAt" | "updatedAt"
+    >,
   ): Promise<void> {
     const date = (value: Date | null) =>
       value &&
@@ -52,8 +56,8 @@ export class SubscriptionStore {
         this.table.columns.find((column) => column.propertyName === "updatedAt") as never,
       );
     await manager.query(
-      "UPDATE webhook_subscriptions SET state = ?, failing_since = ?, challenge_delivery_id = ?, updated_at = ? WHERE id = ?",
-      [row.state, date(row.failingSince), row.challengeDeliveryId, date(row.updatedAt), row.id],
+      "UPDATE webhook_subscriptions SET state = ?, failing_since = ?, challenge_delivery_id = ?, verified_at = ?, updated_at = ? WHERE id = ?",
+      [row.state, date(row.failingSince), row.challengeDeliveryId, date(row.verifiedAt), date(row.updatedAt), row.id],
     );
   }
 
@@ -81,14 +85,18 @@ export class SubscriptionStore {
     });
   }
 
-  /** The live subscriptions of these providers in the given states, for matching events. */
-  async ofProviders(manager: EntityManager, providerIds: string[], states: number[]) {
+  /**
+   * The live subscriptions of these providers that receive events: those in the given states, and those being
+   * verified again (verified once before).
+   */
+  async receivingOf(manager: EntityManager, providerIds: string[], states: number[]) {
     if (providerIds.length === 0) return [];
     const providers = providerIds.map(() => "?").join(", ");
     const wanted = states.map(() => "?").join(", ");
-    return this.table.select(manager, `provider_id IN (${providers}) AND state IN (${wanted}) AND deleted_at IS NULL`, [
-      ...providerIds,
-      ...states,
-    ]);
+    return this.table.select(
+      manager,
+      `provider_id IN (${providers}) AND (state IN (${wanted}) OR (state = ? AND verified_at IS NOT NULL)) AND deleted_at IS NULL`,
+      [...providerIds, ...states, SubscriptionState.PENDING_VERIFICATION],
+    );
   }
 }

@@ -310,3 +310,38 @@ each("event types, callback scopes and another provider's subscriptions", async 
     await receiver.close();
   }
 });
+
+each(
+  "events during a re-verification after a URL change wait and go once the new endpoint is verified",
+  async (t, mode) => {
+    const server = t.context.servers[mode];
+    const { receiver, id, secret } = await activeSubscription(server);
+    const moved = await WebhookReceiver.start();
+    try {
+      moved.secret = secret;
+      moved.answer = () => ({ status: 503 });
+      const changed = await rest(server.baseUrl, "PATCH", `${SUBSCRIPTIONS}/${id}`, { url: moved.url("/moved") });
+      t.is(changed.status, 200, JSON.stringify(changed.body));
+      t.is(changed.body.state, 1, "PendingVerification at the new URL");
+      const { entitlementId } = await entitlementWithCode(server.baseUrl, {});
+      await new Promise((resolve) => setTimeout(resolve, 400));
+      const early = moved.received.filter((received) => received.envelope.type !== "Webhooks.Registration.Challenge");
+      t.is(early.length, 0, "nothing but the challenge before the new endpoint is verified");
+      moved.answer = (received) => moved.challengeReply(received) ?? { status: 204 };
+      t.is((await rest(server.baseUrl, "POST", `${SUBSCRIPTIONS}/${id}/verify`, {})).status, 200);
+      await waitForState(server, id, 2);
+      const planned = await moved.waitFor(
+        (received) =>
+          received.envelope.type === "Entitlement.PlanApplied" && received.envelope.entityid === entitlementId,
+      );
+      t.true(isSignedWith(planned, secret));
+      t.false(
+        receiver.received.some((received) => received.envelope.entityid === entitlementId),
+        "not to the old URL",
+      );
+    } finally {
+      await moved.close();
+      await receiver.close();
+    }
+  },
+);

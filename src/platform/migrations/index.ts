@@ -6,6 +6,7 @@ import { UserCodes1764086400000 } from "./0005-user-codes.js";
 import { SessionTrial1764172800000 } from "./0006-session-trial.js";
 import { Webhooks1764259200000 } from "./0007-webhooks.js";
 import { EntitlementNotices1764345600000 } from "./0008-entitlement-notices.js";
+import { SubscriptionVerified1764432000000 } from "./0009-subscription-verified.js";
 
 /** Every migration, oldest first. Never edit one that has shipped: add the next. */
 export const migrations = [
@@ -17,4 +18,5 @@ export const migrations = [
   SessionTrial1764172800000,
   Webhooks1764259200000,
   EntitlementNotices1764345600000,
+  SubscriptionVerified1764432000000,
 ];
