@@ -25,8 +25,9 @@ export class SchedulerLease {
     const now = this.clock.now();
     const expires = new Date(now.getTime() + this.ttlMs);
     const taken = await this.update(
-      "UPDATE scheduler_leases SET holder = ?, expires_at = ?, acquired_at = CASE WHEN holder = ? THEN acquired_at ELSE ? END WHERE name = ? AND (holder = ? OR expires_at <= ?)",
-      [this.holder, this.date(expires), this.holder, this.date(now), this.name, this.holder, this.date(now)],
+      // acquired_at first: MySQL assigns left to right, so a later assignment would see the new holder.
+      "UPDATE scheduler_leases SET acquired_at = CASE WHEN holder = ? THEN acquired_at ELSE ? END, holder = ?, expires_at = ? WHERE name = ? AND (holder = ? OR expires_at <= ?)",
+      [this.holder, this.date(now), this.holder, this.date(expires), this.name, this.holder, this.date(now)],
     );
     if (taken > 0) return true;
     try {

@@ -174,10 +174,12 @@ test.serial(
       await first.close();
       clock.advance(5 * 60_000);
       await second.app.scheduler.tick();
-      const [taken] = (await second.app.dataSource.query("SELECT holder FROM scheduler_leases")) as {
+      const [taken] = (await second.app.dataSource.query("SELECT holder, acquired_at FROM scheduler_leases")) as {
         holder: string;
+        acquired_at: string | Date;
       }[];
       t.not(taken.holder, held.holder, "the second instance holds the lease once the first is gone");
+      t.is(new Date(taken.acquired_at).getTime(), clock.now().getTime(), "and since the takeover");
     } finally {
       await second.close();
       await database.drop();
