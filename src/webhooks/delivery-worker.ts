@@ -51,6 +51,7 @@ export interface WorkerDependencies {
  */
 export class DeliveryWorker {
   private running = false;
+  private round: Promise<void> | undefined;
   /** Events may be waiting to be matched to subscriptions (a commit or the poll said so). */
   private eventsWaiting = false;
   private again = false;
@@ -88,7 +89,7 @@ export class DeliveryWorker {
       return;
     }
     this.running = true;
-    this.run()
+    this.round = this.run()
       .catch((error: Error) => this.deps.logger.warn({ err: error }, "webhook delivery round failed"))
       .finally(() => {
         this.running = false;
@@ -102,12 +103,15 @@ export class DeliveryWorker {
     clearInterval(this.poll);
     clearTimeout(this.dueTimer);
     this.stopListening?.();
+    const grace = new Promise((resolve) => setTimeout(resolve, graceMs).unref());
+    // A round under way may be claiming: it sends nothing once closed, but its transaction must end first.
+    await Promise.race([this.round, grace]);
     if (this.busy === 0) return;
     await Promise.race([
       new Promise<void>((resolve) => {
         this.idle = resolve;
       }),
-      new Promise((resolve) => setTimeout(resolve, graceMs).unref()),
+      grace,
     ]);
   }
 
@@ -147,6 +151,9 @@ export class DeliveryWorker {
       deliveries.claimDue(manager, { claimId: randomUUID(), now, claimUntil, limit: free }),
     );
     if (claimed.length === 0) return true;
+    // Closed meanwhile: the claims expire and the deliveries are attempted again (by another instance, or after a
+    // restart), rather than posted while the service shuts down.
+    if (this.closed) return true;
     const batch = await readSerially(dataSource, async () => ({
       subscriptions: await subscriptions.findAnyOf(
         dataSource.manager,
