@@ -1,5 +1,5 @@
 /** The scope catalog: `<area>:<verb>`. Wildcards stand for a whole area or verb: `catalog:*`, `*:read`, `*`. */
-export const SCOPE_AREAS = ["catalog", "entitlements", "reporting", "webhooks", "clients"] as const;
+export const SCOPE_AREAS = ["catalog", "entitlements", "usage", "reporting", "webhooks", "clients"] as const;
 export const SCOPE_VERBS = ["read", "create", "update", "write", "delete"] as const;
 
 /** `write` is the verb of operations that create and change at once (import, upsert); it covers both. */

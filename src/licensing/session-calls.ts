@@ -33,7 +33,7 @@ export interface SessionCallDependencies extends ActivationDependencies {
 }
 
 /** The caller's session, which must be the one in the path; a token of another session is refused. */
-function sessionOfCall(request: { sessionId: string }, context: HandlerContext): LicenseSessionCaller {
+export function sessionOfCall(request: { sessionId: string }, context: HandlerContext): LicenseSessionCaller {
   const caller = context.values.get(licenseSessionKey);
   if (!caller || caller.sessionId !== request.sessionId) {
     throw new DomainError("permission-denied", "the license token belongs to another session", {

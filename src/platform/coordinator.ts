@@ -1,5 +1,6 @@
 import type { RateLimiterAbstract } from "rate-limiter-flexible";
 import RateLimiterRes from "rate-limiter-flexible/lib/RateLimiterRes.js";
+import type { UsageMeters } from "./usage-meters.js";
 
 /**
  * What must be atomic and fast across instances: seat leases, metering counters, rate limits and short
@@ -14,6 +15,8 @@ export interface Coordinator {
    * store, so every instance on one Redis shares its counts. The same name answers the same limiter.
    */
   rateLimiter(options: RateLimitOptions): RateLimiter;
+  /** Usage counters (metering and credit balances), rebuilt from the database when lost. */
+  readonly meters: UsageMeters;
   close(): Promise<void>;
 }
 

@@ -4,6 +4,7 @@ import type { EntityManager, EntitySchema, MigrationInterface } from "typeorm";
 // From their own modules: typeorm's index loads ~100 modules more (CLI, decorators, every repository helper).
 import { DataSource } from "typeorm/data-source/DataSource.js";
 import { QueryFailedError } from "typeorm/error/QueryFailedError.js";
+import type { QueryResult } from "typeorm/query-runner/QueryResult.js";
 import type { DatabaseConfig } from "./config.js";
 import { DomainError } from "./errors.js";
 
@@ -193,4 +194,37 @@ function isLockConflict(error: unknown): boolean {
  */
 export function forUpdateSkipLocked(dialect: Dialect): string {
   return dialect === "mysql" ? " FOR UPDATE SKIP LOCKED" : "";
+}
+
+/** A Date as a raw query's parameter: stored as TypeORM stores `datetime` columns (UTC text on SQLite). */
+export function sqlDate(dialect: Dialect, value: Date): Date | string {
+  return dialect === "mysql" ? value : value.toISOString().replace("T", " ").replace("Z", "");
+}
+
+/** A `datetime` column of a raw result row (a Date from MySQL, UTC text from SQLite) as a Date; null stays null. */
+export function rowDate(value: unknown): Date | null {
+  if (value === null || value === undefined) return null;
+  if (value instanceof Date) return value;
+  return new Date(`${String(value).replace(" ", "T")}Z`);
+}
+
+/** `LOCK IN SHARE MODE` on MySQL/MariaDB (both read it); none on SQLite, whose writes run one at a time. */
+export function forShare(dialect: Dialect): string {
+  return dialect === "mysql" ? " LOCK IN SHARE MODE" : "";
+}
+
+/** `INSERT IGNORE` (MySQL) or `INSERT OR IGNORE` (SQLite): rows whose unique key exists already are skipped. */
+export function insertIgnore(dialect: Dialect): string {
+  return dialect === "mysql" ? "INSERT IGNORE" : "INSERT OR IGNORE";
+}
+
+/** Runs an INSERT, UPDATE or DELETE and answers the rows it changed (inserted, for INSERT IGNORE), on either driver. */
+export async function changedRows(manager: EntityManager, sql: string, parameters: unknown[]): Promise<number> {
+  const runner = manager.queryRunner ?? manager.connection.createQueryRunner();
+  try {
+    const result = (await runner.query(sql, parameters, true)) as QueryResult;
+    return result.affected ?? 0;
+  } finally {
+    if (!manager.queryRunner) await runner.release();
+  }
 }

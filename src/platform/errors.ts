@@ -7,6 +7,7 @@ export type ProblemKind =
   | "unauthenticated"
   | "permission-denied"
   | "rate-limited"
+  | "too-large"
   | "unimplemented"
   | "unavailable"
   | "internal";

@@ -4,6 +4,7 @@ import RLWrapperTimeouts from "rate-limiter-flexible/lib/RLWrapperTimeouts.js";
 import { type Coordinator, limiterRegistry, type RateLimiter, type RateLimitOptions } from "./coordinator.js";
 import type { Logger } from "./logger.js";
 import { connectRedis, withinDeadline } from "./redis-connection.js";
+import { RedisUsageMeters } from "./redis-usage-meters.js";
 
 /** Where rate limits count: one prefix for Provision's keys, then the limiter's name. */
 const RATE_KEY_PREFIX = "provision:rate";
@@ -14,9 +15,11 @@ const COMMAND_DEADLINE_MS = 1000;
 export class RedisCoordinator implements Coordinator {
   readonly kind = "redis" as const;
   readonly rateLimiter: (options: RateLimitOptions) => RateLimiter;
+  readonly meters: RedisUsageMeters;
 
   private constructor(private readonly client: RedisClientType) {
     this.rateLimiter = limiterRegistry((options) => redisRateLimiter(client, options));
+    this.meters = new RedisUsageMeters(client);
   }
 
   /** Connects, retrying in the background after a lost connection; readiness reports while it is down. */

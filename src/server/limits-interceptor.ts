@@ -1,6 +1,6 @@
 import type { Interceptor } from "@connectrpc/connect";
-import { invalidArgument } from "../platform/errors.js";
-import { checkMessageLimits } from "./request-limits.js";
+import { DomainError, invalidArgument } from "../platform/errors.js";
+import { checkMessageLimits, isBatchOverCap } from "./request-limits.js";
 
 /**
  * Refuses a request whose repeated or map fields hold more than their declared `provision.v1.max_items`,
@@ -10,13 +10,19 @@ export function limitsInterceptor(): Interceptor {
   return (next) => async (request) => {
     if (!request.stream) {
       const violations = checkMessageLimits(request.method.input, request.message);
-      if (violations.length > 0) throw tooManyItemsError(violations);
+      if (violations.length > 0) throw tooManyItemsError(violations, isBatchOverCap(request.method, violations));
     }
     return next(request);
   };
 }
 
-export function tooManyItemsError(violations: { field: string; message: string }[]) {
+export function tooManyItemsError(violations: { field: string; message: string }[], wholeBatch = false) {
   const fields = violations.map((violation) => `${violation.field} ${violation.message}`);
+  if (wholeBatch) {
+    return new DomainError("too-large", `too many items in the batch: ${fields.join("; ")}`, {
+      slug: "too-many-items",
+      errors: violations,
+    });
+  }
   return invalidArgument(`too many items: ${fields.join("; ")}`, violations);
 }

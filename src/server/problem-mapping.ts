@@ -18,6 +18,7 @@ export const PROBLEM_MAPPINGS: Record<ProblemKind, Mapping> = {
   conflict: { code: Code.AlreadyExists, status: 409, title: "Conflict" },
   "failed-precondition": { code: Code.FailedPrecondition, status: 409, title: "Conflict" },
   "rate-limited": { code: Code.ResourceExhausted, status: 429, title: "Too Many Requests" },
+  "too-large": { code: Code.ResourceExhausted, status: 413, title: "Content Too Large" },
   internal: { code: Code.Internal, status: 500, title: "Internal Server Error" },
   unimplemented: { code: Code.Unimplemented, status: 501, title: "Not Implemented" },
   unavailable: { code: Code.Unavailable, status: 503, title: "Service Unavailable" },

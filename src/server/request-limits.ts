@@ -1,12 +1,14 @@
 import {
   type DescField,
   type DescMessage,
+  type DescMethod,
   type DescService,
   getOption,
   hasOption,
   type JsonValue,
   type Message,
 } from "@bufbuild/protobuf";
+import { http } from "../../gen/google/api/annotations_pb.js";
 import { max_items } from "../../gen/provision/v1/limits_pb.js";
 import type { FieldViolation } from "../platform/errors.js";
 
@@ -48,6 +50,16 @@ export function checkMessageLimits(schema: DescMessage, message: Message): Field
   const violations: FieldViolation[] = [];
   visitMessage(schema, message, "", violations);
   return violations;
+}
+
+/**
+ * Whether the request's body as a whole is a list over its cap (a batch of usage, log or metric items): the
+ * request is then too large (413) rather than malformed.
+ */
+export function isBatchOverCap(method: DescMethod, violations: readonly FieldViolation[]): boolean {
+  const body = getOption(method, http).body;
+  const field = method.input.fields.find((candidate) => candidate.name === body);
+  return field?.fieldKind === "list" && violations.some((violation) => violation.field === field.jsonName);
 }
 
 /** The violation a field over its cap is reported with. */

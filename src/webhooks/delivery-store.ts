@@ -1,7 +1,6 @@
 import type { DataSource, EntityManager } from "typeorm";
-import type { QueryResult } from "typeorm/query-runner/QueryResult.js";
 import { SqlTable } from "../catalog/sql-table.js";
-import { dialectOf, forUpdateSkipLocked } from "../platform/database.js";
+import { changedRows, dialectOf, forUpdateSkipLocked } from "../platform/database.js";
 import {
   WebhookAttemptEntity,
   type WebhookAttemptRow,
@@ -238,15 +237,4 @@ export class DeliveryStore {
 
 function marks(values: unknown[]): string {
   return values.map(() => "?").join(", ");
-}
-
-/** Runs an UPDATE and answers the rows it changed, on either driver. */
-async function changedRows(manager: EntityManager, sql: string, parameters: unknown[]): Promise<number> {
-  const runner = manager.queryRunner ?? manager.connection.createQueryRunner();
-  try {
-    const result = (await runner.query(sql, parameters, true)) as QueryResult;
-    return result.affected ?? 0;
-  } finally {
-    if (!manager.queryRunner) await runner.release();
-  }
 }

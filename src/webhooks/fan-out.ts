@@ -51,6 +51,7 @@ function matchedDeliveries(event: WebhookEventRow, subscriptions: WebhookSubscri
     entityKind: event.entityKind,
     attributes: Object.fromEntries(Object.entries(attributes).map(([name, value]) => [name, String(value)])),
     data: (data ?? {}) as Record<string, unknown>,
+    severity: severityOf(data),
   };
   return subscriptions
     .filter((subscription) => subscription.providerId === event.providerId)
@@ -93,4 +94,10 @@ function deliveryOf(
     createdAt: now ?? event.createdAt,
     completedAt: null,
   };
+}
+
+/** The OverageSeverity an overage or balance event's `data.severity` carries; undefined for other events. */
+function severityOf(data: unknown): number | undefined {
+  const severity = (data as { severity?: unknown } | undefined)?.severity;
+  return typeof severity === "number" && severity > 0 ? severity : undefined;
 }

@@ -6,13 +6,15 @@ import type { GenExtension, GenFile, GenMessage } from "@bufbuild/protobuf/codeg
 import { extDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
 import type { MessageOptions, Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_descriptor, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { CreditBalanceStatus, OverageSeverity } from "./catalog_pb.js";
+import { file_provision_v1_catalog } from "./catalog_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file provision/v1/webhook_events.proto.
  */
 export const file_provision_v1_webhook_events: GenFile = /*@__PURE__*/
-  fileDesc("CiFwcm92aXNpb24vdjEvd2ViaG9va19ldmVudHMucHJvdG8SDHByb3Zpc2lvbi52MSJfChBFdmVudERlY2xhcmF0aW9uEgwKBHR5cGUYASABKAkSEgoKZW50aXR5a2luZBgCIAEoCRIUCgxldmVudHZlcnNpb24YAyABKAUSEwoLZGVzY3JpcHRpb24YBCABKAkioAQKGEVudGl0bGVtZW50QWN0aXZhdGVkRGF0YRIWCg5lbnRpdGxlbWVudF9pZBgBIAEoCRITCgtjdXN0b21lcl9pZBgCIAEoCRIQCghvcmRlcl9pZBgDIAEoCRIRCglyZWZlcmVuY2UYBCABKAkSEgoKc2Vzc2lvbl9pZBgFIAEoCRIaChJhY3RpdmF0aW9uX2NvZGVfaWQYBiABKAkSEwoLZmluZ2VycHJpbnQYByABKAkSEAoIaXNfdHJpYWwYCCABKAgSMAoMYWN0aXZhdGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI0ChBsZWFzZV9leHBpcmVzX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIxCg1ncmFjZV9lbmRzX2F0GAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIYChBzb2Z0d2FyZV92ZXJzaW9uGAwgASgJEhwKFHJlcGxhY2VkX3Nlc3Npb25faWRzGA0gAygJOocB2toYggEKFUVudGl0bGVtZW50LkFjdGl2YXRlZBILZW50aXRsZW1lbnQYASJaYSBsaWNlbnNlIGlzIGFjdGl2YXRlZDogYW4gYWN0aXZhdGlvbiBjb2RlIGFuZCBhIGRldmljZSBmaW5nZXJwcmludCBtYWRlIGEgbGljZW5zZSBzZXNzaW9uIvoDChpFbnRpdGxlbWVudFBsYW5BcHBsaWVkRGF0YRIWCg5lbnRpdGxlbWVudF9pZBgBIAEoCRITCgtjdXN0b21lcl9pZBgCIAEoCRIQCghvcmRlcl9pZBgDIAEoCRIRCglyZWZlcmVuY2UYBCABKAkSDQoFY2F1c2UYBSABKAkSEwoLdGVtcGxhdGVfaWQYBiABKAkSDwoHY2hhbmdlcxgHIAMoCRITCgtwcm9kdWN0X2lkcxgIIAMoCRIXCg9udW1iZXJfb2Zfc2VhdHMYCSABKAUSGwoTaXNfZmxvYXRpbmdfbGljZW5zZRgKIAEoCBIcChRpc19lbnRpdGxlbWVudF90cmlhbBgLIAEoCBI4ChRleHBpcmF0aW9uX2RhdGVfdGltZRgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXA6sQHa2hisAQoXRW50aXRsZW1lbnQuUGxhbkFwcGxpZWQSC2VudGl0bGVtZW50GAEigQFhIHBsYW4gaXMgYXBwbGllZCBvciBjaGFuZ2VkOiBhbiBlbnRpdGxlbWVudCBpcyBjcmVhdGVkIChhbHNvIGZyb20gYSB0ZW1wbGF0ZSksIG9yIGl0cyBwcm9kdWN0cywgZmVhdHVyZXMsIHNlYXRzIG9yIHBvbGljeSBjaGFuZ2UixwIKGEVudGl0bGVtZW50Q2FuY2VsbGVkRGF0YRIWCg5lbnRpdGxlbWVudF9pZBgBIAEoCRITCgtjdXN0b21lcl9pZBgCIAEoCRIQCghvcmRlcl9pZBgDIAEoCRIRCglyZWZlcmVuY2UYBCABKAkSDgoGcmVhc29uGAUgASgJEjAKDGNhbmNlbGxlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXA6lgHa2hiRAQoVRW50aXRsZW1lbnQuQ2FuY2VsbGVkEgtlbnRpdGxlbWVudBgBImlhbiBlbnRpdGxlbWVudCBpcyBjYW5jZWxsZWQ6IHJldm9rZWQsIG9yIGl0cyBzdWJzY3JpcHRpb24gc2V0IGluYWN0aXZlIHdpdGhvdXQgc29mdCBlbmZvcmNlbWVudCwgb3IgZW5kZWQiugIKFkVudGl0bGVtZW50UmVuZXdlZERhdGESFgoOZW50aXRsZW1lbnRfaWQYASABKAkSEwoLY3VzdG9tZXJfaWQYAiABKAkSEAoIb3JkZXJfaWQYAyABKAkSEQoJcmVmZXJlbmNlGAQgASgJEi4KCnJlbmV3ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjMKD25leHRfcmVuZXdhbF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASIQoZc3Vic2NyaXB0aW9uX3BlcmlvZHNfbGVmdBgHIAEoBTpG2toYQgoTRW50aXRsZW1lbnQuUmVuZXdlZBILZW50aXRsZW1lbnQYASIcYSBzdWJzY3JpcHRpb24gcGVyaW9kIHJlbmV3cyK+AgoXRW50aXRsZW1lbnRFeHBpcmluZ0RhdGESFgoOZW50aXRsZW1lbnRfaWQYASABKAkSEwoLY3VzdG9tZXJfaWQYAiABKAkSEAoIb3JkZXJfaWQYAyABKAkSEQoJcmVmZXJlbmNlGAQgASgJEi4KCmV4cGlyZXNfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEh4KFmN1c3RvbWVyX2NvbnRhY3RfZW1haWwYBiABKAk6gAHa2hh8ChRFbnRpdGxlbWVudC5FeHBpcmluZxILZW50aXRsZW1lbnQYASJVYW4gZW50aXRsZW1lbnQgYXBwcm9hY2hlcyBleHBpcnkgKHNlbnQgb25jZSBwZXIgZXhwaXJ5IGRhdGUsIHRoZSBsZWFkIHRpbWUgYmVmb3JlIGl0KSLCAgocRW50aXRsZW1lbnRUcmlhbEV4cGlyaW5nRGF0YRIWCg5lbnRpdGxlbWVudF9pZBgBIAEoCRITCgtjdXN0b21lcl9pZBgCIAEoCRIQCghvcmRlcl9pZBgDIAEoCRIRCglyZWZlcmVuY2UYBCABKAkSMQoNdHJpYWxfZW5kc19hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASHgoWY3VzdG9tZXJfY29udGFjdF9lbWFpbBgGIAEoCTp92toYeQoZRW50aXRsZW1lbnQuVHJpYWxFeHBpcmluZxILZW50aXRsZW1lbnQYASJNYSB0cmlhbCBhcHByb2FjaGVzIGl0cyBlbmQgKHNlbnQgb25jZSBwZXIgdHJpYWwgZW5kLCB0aGUgbGVhZCB0aW1lIGJlZm9yZSBpdCkiggIKGVJlZ2lzdHJhdGlvbkNoYWxsZW5nZURhdGESEQoJY2hhbGxlbmdlGAEgASgJEhcKD3N1YnNjcmlwdGlvbl9pZBgCIAEoCTq4AdraGLMBCh9XZWJob29rcy5SZWdpc3RyYXRpb24uQ2hhbGxlbmdlEhR3ZWJob29rLXN1YnNjcmlwdGlvbhgBInhzZW50IG9uY2UgdG8gdmVyaWZ5IGEgbmV3IHN1YnNjcmlwdGlvbiAoYW5kIGFnYWluIG9uIFZlcmlmeVN1YnNjcmlwdGlvbiBvciByZS1lbmFibGluZyk6IGVjaG8gYGNoYWxsZW5nZWAgdG8gYWN0aXZhdGUgaXQ6VwoFZXZlbnQSHy5nb29nbGUucHJvdG9idWYuTWVzc2FnZU9wdGlvbnMYq4sDIAEoCzIeLnByb3Zpc2lvbi52MS5FdmVudERlY2xhcmF0aW9uUgVldmVudGIGcHJvdG8z", [file_google_protobuf_descriptor, file_google_protobuf_timestamp]);
+  fileDesc("CiFwcm92aXNpb24vdjEvd2ViaG9va19ldmVudHMucHJvdG8SDHByb3Zpc2lvbi52MSJfChBFdmVudERlY2xhcmF0aW9uEgwKBHR5cGUYASABKAkSEgoKZW50aXR5a2luZBgCIAEoCRIUCgxldmVudHZlcnNpb24YAyABKAUSEwoLZGVzY3JpcHRpb24YBCABKAkioAQKGEVudGl0bGVtZW50QWN0aXZhdGVkRGF0YRIWCg5lbnRpdGxlbWVudF9pZBgBIAEoCRITCgtjdXN0b21lcl9pZBgCIAEoCRIQCghvcmRlcl9pZBgDIAEoCRIRCglyZWZlcmVuY2UYBCABKAkSEgoKc2Vzc2lvbl9pZBgFIAEoCRIaChJhY3RpdmF0aW9uX2NvZGVfaWQYBiABKAkSEwoLZmluZ2VycHJpbnQYByABKAkSEAoIaXNfdHJpYWwYCCABKAgSMAoMYWN0aXZhdGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI0ChBsZWFzZV9leHBpcmVzX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIxCg1ncmFjZV9lbmRzX2F0GAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIYChBzb2Z0d2FyZV92ZXJzaW9uGAwgASgJEhwKFHJlcGxhY2VkX3Nlc3Npb25faWRzGA0gAygJOocB2toYggEKFUVudGl0bGVtZW50LkFjdGl2YXRlZBILZW50aXRsZW1lbnQYASJaYSBsaWNlbnNlIGlzIGFjdGl2YXRlZDogYW4gYWN0aXZhdGlvbiBjb2RlIGFuZCBhIGRldmljZSBmaW5nZXJwcmludCBtYWRlIGEgbGljZW5zZSBzZXNzaW9uIvoDChpFbnRpdGxlbWVudFBsYW5BcHBsaWVkRGF0YRIWCg5lbnRpdGxlbWVudF9pZBgBIAEoCRITCgtjdXN0b21lcl9pZBgCIAEoCRIQCghvcmRlcl9pZBgDIAEoCRIRCglyZWZlcmVuY2UYBCABKAkSDQoFY2F1c2UYBSABKAkSEwoLdGVtcGxhdGVfaWQYBiABKAkSDwoHY2hhbmdlcxgHIAMoCRITCgtwcm9kdWN0X2lkcxgIIAMoCRIXCg9udW1iZXJfb2Zfc2VhdHMYCSABKAUSGwoTaXNfZmxvYXRpbmdfbGljZW5zZRgKIAEoCBIcChRpc19lbnRpdGxlbWVudF90cmlhbBgLIAEoCBI4ChRleHBpcmF0aW9uX2RhdGVfdGltZRgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXA6sQHa2hisAQoXRW50aXRsZW1lbnQuUGxhbkFwcGxpZWQSC2VudGl0bGVtZW50GAEigQFhIHBsYW4gaXMgYXBwbGllZCBvciBjaGFuZ2VkOiBhbiBlbnRpdGxlbWVudCBpcyBjcmVhdGVkIChhbHNvIGZyb20gYSB0ZW1wbGF0ZSksIG9yIGl0cyBwcm9kdWN0cywgZmVhdHVyZXMsIHNlYXRzIG9yIHBvbGljeSBjaGFuZ2UixwIKGEVudGl0bGVtZW50Q2FuY2VsbGVkRGF0YRIWCg5lbnRpdGxlbWVudF9pZBgBIAEoCRITCgtjdXN0b21lcl9pZBgCIAEoCRIQCghvcmRlcl9pZBgDIAEoCRIRCglyZWZlcmVuY2UYBCABKAkSDgoGcmVhc29uGAUgASgJEjAKDGNhbmNlbGxlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXA6lgHa2hiRAQoVRW50aXRsZW1lbnQuQ2FuY2VsbGVkEgtlbnRpdGxlbWVudBgBImlhbiBlbnRpdGxlbWVudCBpcyBjYW5jZWxsZWQ6IHJldm9rZWQsIG9yIGl0cyBzdWJzY3JpcHRpb24gc2V0IGluYWN0aXZlIHdpdGhvdXQgc29mdCBlbmZvcmNlbWVudCwgb3IgZW5kZWQiugIKFkVudGl0bGVtZW50UmVuZXdlZERhdGESFgoOZW50aXRsZW1lbnRfaWQYASABKAkSEwoLY3VzdG9tZXJfaWQYAiABKAkSEAoIb3JkZXJfaWQYAyABKAkSEQoJcmVmZXJlbmNlGAQgASgJEi4KCnJlbmV3ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjMKD25leHRfcmVuZXdhbF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASIQoZc3Vic2NyaXB0aW9uX3BlcmlvZHNfbGVmdBgHIAEoBTpG2toYQgoTRW50aXRsZW1lbnQuUmVuZXdlZBILZW50aXRsZW1lbnQYASIcYSBzdWJzY3JpcHRpb24gcGVyaW9kIHJlbmV3cyK+AgoXRW50aXRsZW1lbnRFeHBpcmluZ0RhdGESFgoOZW50aXRsZW1lbnRfaWQYASABKAkSEwoLY3VzdG9tZXJfaWQYAiABKAkSEAoIb3JkZXJfaWQYAyABKAkSEQoJcmVmZXJlbmNlGAQgASgJEi4KCmV4cGlyZXNfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEh4KFmN1c3RvbWVyX2NvbnRhY3RfZW1haWwYBiABKAk6gAHa2hh8ChRFbnRpdGxlbWVudC5FeHBpcmluZxILZW50aXRsZW1lbnQYASJVYW4gZW50aXRsZW1lbnQgYXBwcm9hY2hlcyBleHBpcnkgKHNlbnQgb25jZSBwZXIgZXhwaXJ5IGRhdGUsIHRoZSBsZWFkIHRpbWUgYmVmb3JlIGl0KSLCAgocRW50aXRsZW1lbnRUcmlhbEV4cGlyaW5nRGF0YRIWCg5lbnRpdGxlbWVudF9pZBgBIAEoCRITCgtjdXN0b21lcl9pZBgCIAEoCRIQCghvcmRlcl9pZBgDIAEoCRIRCglyZWZlcmVuY2UYBCABKAkSMQoNdHJpYWxfZW5kc19hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASHgoWY3VzdG9tZXJfY29udGFjdF9lbWFpbBgGIAEoCTp92toYeQoZRW50aXRsZW1lbnQuVHJpYWxFeHBpcmluZxILZW50aXRsZW1lbnQYASJNYSB0cmlhbCBhcHByb2FjaGVzIGl0cyBlbmQgKHNlbnQgb25jZSBwZXIgdHJpYWwgZW5kLCB0aGUgbGVhZCB0aW1lIGJlZm9yZSBpdCkiggIKGVJlZ2lzdHJhdGlvbkNoYWxsZW5nZURhdGESEQoJY2hhbGxlbmdlGAEgASgJEhcKD3N1YnNjcmlwdGlvbl9pZBgCIAEoCTq4AdraGLMBCh9XZWJob29rcy5SZWdpc3RyYXRpb24uQ2hhbGxlbmdlEhR3ZWJob29rLXN1YnNjcmlwdGlvbhgBInhzZW50IG9uY2UgdG8gdmVyaWZ5IGEgbmV3IHN1YnNjcmlwdGlvbiAoYW5kIGFnYWluIG9uIFZlcmlmeVN1YnNjcmlwdGlvbiBvciByZS1lbmFibGluZyk6IGVjaG8gYGNoYWxsZW5nZWAgdG8gYWN0aXZhdGUgaXQihQUKJE1ldGVyZWRVc2FnZU92ZXJhZ2VTdGF0dXNDaGFuZ2VkRGF0YRIQCghhc3NldF9pZBgBIAEoCRIWCg5lbnRpdGxlbWVudF9pZBgCIAEoCRISCgpwcm9kdWN0X2lkGAMgASgJEhMKC21ldHJpY19uYW1lGAQgASgJEhMKC2N1c3RvbWVyX2lkGAUgASgJEjAKDHBlcmlvZF9zdGFydBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKcGVyaW9kX2VuZBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASOAoRcHJldmlvdXNfc2V2ZXJpdHkYCCABKA4yHS5wcm92aXNpb24udjEuT3ZlcmFnZVNldmVyaXR5Ei8KCHNldmVyaXR5GAkgASgOMh0ucHJvdmlzaW9uLnYxLk92ZXJhZ2VTZXZlcml0eRIMCgR0aWVyGAogASgJEhMKC2NvbnN1bXB0aW9uGAsgASgBEi4KCmNoYW5nZWRfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wOtQB2toYzwEKIU1ldGVyZWRVc2FnZS5PdmVyYWdlU3RhdHVzQ2hhbmdlZBIPbW9uaXRvcmVkLWFzc2V0GAEilgFhIG1ldGVyZWQgYXNzZXQncyBjb25zdW1wdGlvbiBlbnRlcnMgYSB0aWVyIG9mIGFub3RoZXIgc2V2ZXJpdHkgKE5vcm1hbCAvIFdhcm5pbmcgLyBDcml0aWNhbCAvIE92ZXJVc2FnZSksIGluIGVpdGhlciBkaXJlY3Rpb247IHNlbnQgb25jZSBwZXIgY3Jvc3Npbmci4QQKHkNyZWRpdEJhbGFuY2VTdGF0dXNDaGFuZ2VkRGF0YRIQCghhc3NldF9pZBgBIAEoCRIWCg5lbnRpdGxlbWVudF9pZBgCIAEoCRISCgpwcm9kdWN0X2lkGAMgASgJEhMKC21ldHJpY19uYW1lGAQgASgJEhMKC2N1c3RvbWVyX2lkGAUgASgJEjoKD3ByZXZpb3VzX3N0YXR1cxgGIAEoDjIhLnByb3Zpc2lvbi52MS5DcmVkaXRCYWxhbmNlU3RhdHVzEjEKBnN0YXR1cxgHIAEoDjIhLnByb3Zpc2lvbi52MS5DcmVkaXRCYWxhbmNlU3RhdHVzEi8KCHNldmVyaXR5GAggASgOMh0ucHJvdmlzaW9uLnYxLk92ZXJhZ2VTZXZlcml0eRIUCgxjcmVkaXRzX3VzZWQYCSABKAESFQoNdG90YWxfY3JlZGl0cxgKIAEoARIUCgxjcmVkaXRzX2xlZnQYCyABKAESHAoUaXNfdW5saW1pdGVkX2NyZWRpdHMYDCABKAgSLgoKY2hhbmdlZF9hdBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXA6pQHa2higAQobQ3JlZGl0QmFsYW5jZS5TdGF0dXNDaGFuZ2VkEg9tb25pdG9yZWQtYXNzZXQYASJuYSBwcmVwYWlkIGNyZWRpdCBiYWxhbmNlIGNoYW5nZXMgc3RhdHVzIChOb3JtYWwgLyBMb3cgLyBEZXBsZXRlZCksIGluIGVpdGhlciBkaXJlY3Rpb247IHNlbnQgb25jZSBwZXIgY3Jvc3Npbmc6VwoFZXZlbnQSHy5nb29nbGUucHJvdG9idWYuTWVzc2FnZU9wdGlvbnMYq4sDIAEoCzIeLnByb3Zpc2lvbi52MS5FdmVudERlY2xhcmF0aW9uUgVldmVudGIGcHJvdG8z", [file_google_protobuf_descriptor, file_google_protobuf_timestamp, file_provision_v1_catalog]);
 
 /**
  * Declares a message as the `data` of one event type.
@@ -459,6 +461,174 @@ export type RegistrationChallengeData = Message<"provision.v1.RegistrationChalle
  */
 export const RegistrationChallengeDataSchema: GenMessage<RegistrationChallengeData> = /*@__PURE__*/
   messageDesc(file_provision_v1_webhook_events, 7);
+
+/**
+ * `data` of MeteredUsage.OverageStatusChanged.
+ *
+ * @generated from message provision.v1.MeteredUsageOverageStatusChangedData
+ */
+export type MeteredUsageOverageStatusChangedData = Message<"provision.v1.MeteredUsageOverageStatusChangedData"> & {
+  /**
+   * UUID of the entitlement's asset (the envelope's entityid).
+   *
+   * @generated from field: string asset_id = 1;
+   */
+  assetId: string;
+
+  /**
+   * @generated from field: string entitlement_id = 2;
+   */
+  entitlementId: string;
+
+  /**
+   * @generated from field: string product_id = 3;
+   */
+  productId: string;
+
+  /**
+   * @generated from field: string metric_name = 4;
+   */
+  metricName: string;
+
+  /**
+   * @generated from field: string customer_id = 5;
+   */
+  customerId: string;
+
+  /**
+   * The consumption period the change belongs to.
+   *
+   * @generated from field: google.protobuf.Timestamp period_start = 6;
+   */
+  periodStart?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp period_end = 7;
+   */
+  periodEnd?: Timestamp | undefined;
+
+  /**
+   * @generated from field: provision.v1.OverageSeverity previous_severity = 8;
+   */
+  previousSeverity: OverageSeverity;
+
+  /**
+   * The new severity; subscription filters' `severities` match it.
+   *
+   * @generated from field: provision.v1.OverageSeverity severity = 9;
+   */
+  severity: OverageSeverity;
+
+  /**
+   * Name of the tier entered.
+   *
+   * @generated from field: string tier = 10;
+   */
+  tier: string;
+
+  /**
+   * Consumption of the period when it changed.
+   *
+   * @generated from field: double consumption = 11;
+   */
+  consumption: number;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp changed_at = 12;
+   */
+  changedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message provision.v1.MeteredUsageOverageStatusChangedData.
+ * Use `create(MeteredUsageOverageStatusChangedDataSchema)` to create a new message.
+ */
+export const MeteredUsageOverageStatusChangedDataSchema: GenMessage<MeteredUsageOverageStatusChangedData> = /*@__PURE__*/
+  messageDesc(file_provision_v1_webhook_events, 8);
+
+/**
+ * `data` of CreditBalance.StatusChanged.
+ *
+ * @generated from message provision.v1.CreditBalanceStatusChangedData
+ */
+export type CreditBalanceStatusChangedData = Message<"provision.v1.CreditBalanceStatusChangedData"> & {
+  /**
+   * UUID of the entitlement's asset (the envelope's entityid).
+   *
+   * @generated from field: string asset_id = 1;
+   */
+  assetId: string;
+
+  /**
+   * @generated from field: string entitlement_id = 2;
+   */
+  entitlementId: string;
+
+  /**
+   * @generated from field: string product_id = 3;
+   */
+  productId: string;
+
+  /**
+   * @generated from field: string metric_name = 4;
+   */
+  metricName: string;
+
+  /**
+   * @generated from field: string customer_id = 5;
+   */
+  customerId: string;
+
+  /**
+   * @generated from field: provision.v1.CreditBalanceStatus previous_status = 6;
+   */
+  previousStatus: CreditBalanceStatus;
+
+  /**
+   * @generated from field: provision.v1.CreditBalanceStatus status = 7;
+   */
+  status: CreditBalanceStatus;
+
+  /**
+   * The new status mapped to a severity (Normal -> Normal, Low -> Warning, Depleted -> OverUsage); subscription
+   * filters' `severities` match it.
+   *
+   * @generated from field: provision.v1.OverageSeverity severity = 8;
+   */
+  severity: OverageSeverity;
+
+  /**
+   * @generated from field: double credits_used = 9;
+   */
+  creditsUsed: number;
+
+  /**
+   * @generated from field: double total_credits = 10;
+   */
+  totalCredits: number;
+
+  /**
+   * @generated from field: double credits_left = 11;
+   */
+  creditsLeft: number;
+
+  /**
+   * @generated from field: bool is_unlimited_credits = 12;
+   */
+  isUnlimitedCredits: boolean;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp changed_at = 13;
+   */
+  changedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message provision.v1.CreditBalanceStatusChangedData.
+ * Use `create(CreditBalanceStatusChangedDataSchema)` to create a new message.
+ */
+export const CreditBalanceStatusChangedDataSchema: GenMessage<CreditBalanceStatusChangedData> = /*@__PURE__*/
+  messageDesc(file_provision_v1_webhook_events, 9);
 
 /**
  * @generated from extension: provision.v1.EventDeclaration event = 50603;

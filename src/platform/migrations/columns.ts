@@ -36,6 +36,20 @@ export async function columnsFor(queryRunner: QueryRunner) {
       ...exact,
     }),
     int: (name: string): TableColumnOptions => ({ name, type: "int", isNullable: false }),
+    /** Exact integers beyond 2^31 (micro-units of usage, transaction ids). */
+    bigint: (name: string, nullable = false): TableColumnOptions => ({
+      name,
+      type: mysql ? "bigint" : "integer",
+      isNullable: nullable,
+    }),
+    /** An auto-increment primary key: rows inserted in bulk stay in insertion order on disk. */
+    serial: (name = "id"): TableColumnOptions => ({
+      name,
+      type: mysql ? "bigint" : "integer",
+      isPrimary: true,
+      isGenerated: true,
+      generationStrategy: "increment",
+    }),
     boolean: (name: string): TableColumnOptions => ({ name, type: "boolean", isNullable: false }),
     datetime: (name: string, nullable = false): TableColumnOptions => ({
       name,

@@ -7,6 +7,7 @@ import { SessionTrial1764172800000 } from "./0006-session-trial.js";
 import { Webhooks1764259200000 } from "./0007-webhooks.js";
 import { EntitlementNotices1764345600000 } from "./0008-entitlement-notices.js";
 import { SubscriptionVerified1764432000000 } from "./0009-subscription-verified.js";
+import { Usage1764518400000 } from "./0010-usage.js";
 
 /** Every migration, oldest first. Never edit one that has shipped: add the next. */
 export const migrations = [
@@ -19,4 +20,5 @@ export const migrations = [
   Webhooks1764259200000,
   EntitlementNotices1764345600000,
   SubscriptionVerified1764432000000,
+  Usage1764518400000,
 ];

@@ -10,6 +10,7 @@ import { toConnectError } from "../error-interceptor.js";
 import { type Problem, problemFromConnectError, writeJsonText, writeProblem } from "../http-responses.js";
 import type { InProcessCall } from "../in-process-rpc.js";
 import { httpStatusOf } from "../problem-mapping.js";
+import { isBatchOverCap } from "../request-limits.js";
 import { type RequestTarget, targetUrl } from "../request-target.js";
 import { responseSignal } from "../response-signal.js";
 import { discardUnreadBody } from "../unread-body.js";
@@ -153,10 +154,11 @@ function answerViolations(
 ): void {
   const violations = found.map((violation) => ({ ...violation, field: bodyRelative(route, violation.field) }));
   const fields = violations.map((violation) => `${violation.field || "body"} ${violation.message}`);
+  const tooLarge = isBatchOverCap(route.rpc, found);
   writeProblem(response, {
-    status: 400,
-    slug: "validation",
-    detail: `invalid request: ${fields.join("; ")}`,
+    status: tooLarge ? 413 : 400,
+    slug: tooLarge ? "too-many-items" : "validation",
+    detail: `${tooLarge ? "too many items in the batch" : "invalid request"}: ${fields.join("; ")}`,
     instance,
     errors: violations,
   });

@@ -1,0 +1,88 @@
+import { inTransaction } from "../platform/database.js";
+import type { MeterRef } from "./meter-counters.js";
+import { nextFireAfter } from "./meter-counters.js";
+import type { UsageAsset } from "./usage-assets.js";
+import type { UsageDependencies } from "./usage-dependencies.js";
+import type { EntitlementUsage } from "./usage-directory.js";
+import { BalancePeriodMoved } from "./usage-store.js";
+
+const MAX_ATTEMPTS = 5;
+
+/**
+ * Adds credits to a balance's current period. The period row is locked and takes a new generation (amounts
+ * reserved against the old total and not yet written are reserved again), the status is evaluated again (a
+ * top-up may lower it: its event goes out in the same transaction), and the counter is loaded as it now stands.
+ */
+export async function addCredits(
+  deps: UsageDependencies,
+  usage: EntitlementUsage,
+  asset: UsageAsset,
+  amountMicro: number,
+): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    const now = deps.clock.now();
+    const ref = (await deps.counters.refOf(usage, asset, now)) as MeterRef;
+    try {
+      let remember = () => {};
+      const counter = await inTransaction(deps.dataSource, async (manager) => {
+        const period = await deps.store.lockPeriod(manager, ref, now);
+        await deps.store.checkBalancePeriod(manager, ref);
+        const generation = period.generation + 1;
+        const total = (period.creditTotal ?? 0) + amountMicro;
+        await deps.store.setPeriodCredits(manager, ref, generation, total);
+        await deps.balances.deposited(manager, asset.id, now);
+        const used = await deps.store.recordedTotal(manager, asset.id, ref.periodStart, false);
+        remember = await deps.statusEvents.record(manager, [
+          { ref, valueMicro: used, limitMicro: total, allowDecrease: true },
+        ]);
+        return { generation, used, total };
+      });
+      remember();
+      await deps.counters.meters.load(ref.key, counter.generation, counter.used, counter.total);
+      return;
+    } catch (error) {
+      if (!(error instanceof BalancePeriodMoved) || attempt >= MAX_ATTEMPTS) throw error;
+      deps.counters.balanceMoved(asset.id);
+    }
+  }
+}
+
+/**
+ * An automatic top-up, due by the balance's cron schedule: a new balance period starts with
+ * `autoBalanceCreditAmount` credits plus, when `shouldAutoBalanceTransferCurrentCredits`, what was left (at most
+ * `maxAutoBalanceCreditTransferAmount` when that is set). The old period's generation moves on, so an amount
+ * reserved there and not yet written is reserved again in the new period. Answers whether it topped up.
+ */
+export async function autoBalance(deps: UsageDependencies, assetId: string, entitlementId: string): Promise<boolean> {
+  const usage = await deps.directory.of(entitlementId);
+  const asset = usage?.assets.find((candidate) => candidate.id === assetId);
+  let remember = () => {};
+  const done = await inTransaction(deps.dataSource, async (manager) => {
+    const balance = await deps.balances.find(manager, assetId, true);
+    const now = deps.clock.now();
+    if (!balance?.nextAutoBalanceAt || balance.nextAutoBalanceAt > now) return false;
+    const rules = asset?.balance?.autoBalance;
+    if (!usage || !asset || !rules || asset.balance?.unlimited) {
+      await deps.balances.setNextAutoBalance(manager, assetId, null);
+      return false;
+    }
+    const current = deps.counters.refAt(usage, asset, balance.periodStart) as MeterRef;
+    const old = await deps.store.lockPeriod(manager, current, now);
+    await deps.store.setPeriodCredits(manager, current, old.generation + 1, old.creditTotal);
+    const used = await deps.store.recordedTotal(manager, assetId, balance.periodStart, false);
+    const left = Math.max(0, (old.creditTotal ?? 0) - used);
+    const carried = rules.transferCurrentCredits ? Math.min(left, rules.maxTransferMicro ?? left) : 0;
+    const total = rules.creditAmountMicro + carried;
+    const start = balance.nextAutoBalanceAt;
+    const next = deps.counters.refAt(usage, asset, start, total) as MeterRef;
+    await deps.store.lockPeriod(manager, next, now);
+    await deps.balances.startPeriod(manager, assetId, start, now, nextFireAfter(rules.cron, now));
+    remember = await deps.statusEvents.record(manager, [
+      { ref: next, valueMicro: 0, limitMicro: total, allowDecrease: true },
+    ]);
+    return true;
+  });
+  remember();
+  if (done) deps.counters.balanceMoved(assetId);
+  return done;
+}

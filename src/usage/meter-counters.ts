@@ -1,0 +1,138 @@
+import { CronExpressionParser } from "cron-parser";
+import type { Clock } from "../platform/clock.js";
+import { DomainError } from "../platform/errors.js";
+import type { MeterKey, MeterMode, ReserveOutcome, UsageMeters } from "../platform/usage-meters.js";
+import { periodOf } from "./consumption-periods.js";
+import type { UsageAsset } from "./usage-assets.js";
+import type { EntitlementUsage } from "./usage-directory.js";
+import type { PeriodRef, UsageStore } from "./usage-store.js";
+
+/** A counter as metering uses it: its period row, its key in the coordinator and how it counts. */
+export interface MeterRef extends PeriodRef {
+  asset: UsageAsset;
+  usage: EntitlementUsage;
+  key: MeterKey;
+  mode: MeterMode;
+  cap: number | "stored" | undefined;
+}
+
+export type Reserved = Extract<ReserveOutcome, { kind: "reserved" }>;
+export type Refused = Extract<ReserveOutcome, { kind: "refused" }>;
+
+/** Rebuilds in a row that still leave a counter missing mean the coordinator is losing what it is given. */
+const MAX_REBUILDS = 5;
+
+/** Counters kept in the coordinator, rebuilt from the database's records whenever one is missing. */
+export class MeterCounters {
+  /** Each credit balance's current period start (ms), as this instance last saw it. */
+  private readonly balanceStarts = new Map<string, number>();
+
+  constructor(
+    readonly store: UsageStore,
+    readonly meters: UsageMeters,
+    private readonly clock: Clock,
+  ) {}
+
+  /** The counter usage dated `at` counts in; undefined for an informational asset (no usage model). */
+  async refOf(usage: EntitlementUsage, asset: UsageAsset, at: Date): Promise<MeterRef | undefined> {
+    const common = {
+      asset,
+      usage,
+      assetId: asset.id,
+      providerId: usage.providerId,
+      entitlementId: usage.entitlementId,
+    };
+    if (asset.metered) {
+      const period = periodOf(asset.metered.period, at);
+      return {
+        ...common,
+        periodStart: period.start,
+        periodEnd: period.end,
+        initialCreditsMicro: null,
+        peak: asset.metered.mode === "peak",
+        balance: false,
+        key: { assetId: asset.id, periodStartMs: period.start.getTime() },
+        mode: asset.metered.mode,
+        cap: asset.metered.blockCapMicro,
+      };
+    }
+    if (asset.balance) return this.refAt(usage, asset, await this.balanceStart(usage, asset));
+    return undefined;
+  }
+
+  /** A credit balance's counter of the period starting at `start` (with `credits` for a new period row). */
+  refAt(usage: EntitlementUsage, asset: UsageAsset, start: Date, credits?: number): MeterRef | undefined {
+    const common = {
+      asset,
+      usage,
+      assetId: asset.id,
+      providerId: usage.providerId,
+      entitlementId: usage.entitlementId,
+    };
+    if (asset.balance) {
+      const initial = credits ?? asset.balance.initialCreditsMicro;
+      return {
+        ...common,
+        periodStart: start,
+        periodEnd: null,
+        initialCreditsMicro: asset.balance.unlimited ? null : initial,
+        peak: false,
+        balance: true,
+        key: { assetId: asset.id, periodStartMs: start.getTime() },
+        mode: "sum",
+        cap: asset.balance.unlimited ? undefined : "stored",
+      };
+    }
+    return undefined;
+  }
+
+  /** Forgets a balance's period: the next lookup reads it from the database. */
+  balanceMoved(assetId: string): void {
+    this.balanceStarts.delete(assetId);
+  }
+
+  /**
+   * Reserves `amount` in the counter, rebuilding it first when missing. Throws BalancePeriodMoved when the
+   * balance has moved on to a new period (look the counter up again).
+   */
+  async reserve(ref: MeterRef, amount: number): Promise<Reserved | Refused> {
+    for (let rebuilds = 0; rebuilds <= MAX_REBUILDS; rebuilds++) {
+      const outcome = await this.meters.reserve({ key: ref.key, amount, mode: ref.mode, cap: ref.cap });
+      if (outcome.kind !== "missing") return outcome;
+      await this.rebuild(ref);
+    }
+    throw new DomainError("unavailable", "usage counters are unavailable; try again", {
+      slug: "counters-unavailable",
+      headers: { "retry-after": "1" },
+    });
+  }
+
+  /** Rebuilds the counter from the records under a new generation and loads it into the coordinator. */
+  async rebuild(ref: MeterRef): Promise<void> {
+    const rebuilt = await this.store.rebuild(ref, this.clock.now());
+    await this.meters.load(ref.key, rebuilt.generation, rebuilt.valueMicro, rebuilt.limitMicro);
+  }
+
+  private async balanceStart(usage: EntitlementUsage, asset: UsageAsset): Promise<Date> {
+    const known = this.balanceStarts.get(asset.id);
+    if (known !== undefined) return new Date(known);
+    const now = this.clock.now();
+    const cron = asset.balance?.autoBalance?.cron;
+    const start = await this.store.balancePeriodStart(
+      { assetId: asset.id, providerId: usage.providerId, entitlementId: usage.entitlementId },
+      now,
+      cron ? nextFireAfter(cron, now) : null,
+    );
+    this.balanceStarts.set(asset.id, start.getTime());
+    return start;
+  }
+}
+
+/** The first time a cron schedule (UTC) fires after `after`; null for a schedule that cannot be read. */
+export function nextFireAfter(cron: string, after: Date): Date | null {
+  try {
+    return CronExpressionParser.parse(cron, { currentDate: after, tz: "UTC" }).next().toDate();
+  } catch {
+    return null;
+  }
+}

@@ -1,0 +1,207 @@
+import { create } from "@bufbuild/protobuf";
+import type { HandlerContext } from "@connectrpc/connect";
+import type { EntityManager } from "typeorm";
+import {
+  type RecordUsageTransactionsRequest,
+  type RecordUsageTransactionsResponse,
+  RecordUsageTransactionsResponseSchema,
+} from "../../gen/provision/v1/usage_pb.js";
+import { sessionOfCall } from "../licensing/session-calls.js";
+import { inTransaction, isUniqueViolation } from "../platform/database.js";
+import { DomainError } from "../platform/errors.js";
+import type { MeterRef, Reserved } from "./meter-counters.js";
+import type { UsageDependencies } from "./usage-dependencies.js";
+import type { EntitlementUsage } from "./usage-directory.js";
+import { type UsageItem, usageItemsOf } from "./usage-items.js";
+import { entitlementUsageOf } from "./usage-lookup.js";
+import { BalancePeriodMoved, periodName, RECORD_KIND, type UsageRecordRow } from "./usage-store.js";
+
+const MAX_ATTEMPTS = 8;
+
+/** Some items of the batch were recorded before: look them up and record the others. */
+class HasDuplicates extends Error {}
+
+/** These counters are missing (or of another generation): rebuild them and write again. */
+class CountersMissing extends Error {
+  constructor(readonly refs: MeterRef[]) {
+    super("usage counters to rebuild");
+  }
+}
+
+interface Reservation {
+  ref: MeterRef;
+  reserved: Reserved;
+  amountMicro: number;
+}
+
+/**
+ * Records a batch of usage transactions, all or nothing: the records, the duplicate check (by transactionId)
+ * and the counters' reservations belong to one database transaction, and a reservation whose transaction does
+ * not commit is given back.
+ */
+export async function recordUsageTransactions(
+  deps: UsageDependencies,
+  request: RecordUsageTransactionsRequest,
+  context: HandlerContext,
+): Promise<RecordUsageTransactionsResponse> {
+  const { sessionId, entitlementId } = sessionOfCall(request, context);
+  const usage = await entitlementUsageOf(deps, entitlementId);
+  let checkDuplicates = false;
+  let toRebuild: MeterRef[] = [];
+  for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
+    try {
+      for (const ref of toRebuild) await deps.counters.rebuild(ref);
+      toRebuild = [];
+      const items = await usageItemsOf(deps.counters, usage, sessionId, request.events, deps.clock.now());
+      const counts = await writeBatch(deps, usage, sessionId, items, checkDuplicates);
+      return create(RecordUsageTransactionsResponseSchema, counts);
+    } catch (error) {
+      if (error instanceof HasDuplicates || isUniqueViolation(error)) checkDuplicates = true;
+      else if (error instanceof CountersMissing) toRebuild = error.refs;
+      else if (error instanceof BalancePeriodMoved) forgetBalances(deps, usage);
+      else throw error;
+    }
+  }
+  throw new DomainError("unavailable", "usage counters keep changing; try again", {
+    slug: "counters-unavailable",
+    headers: { "retry-after": "1" },
+  });
+}
+
+async function writeBatch(
+  deps: UsageDependencies,
+  usage: EntitlementUsage,
+  sessionId: string,
+  items: UsageItem[],
+  checkDuplicates: boolean,
+): Promise<{ acceptedCount: number; duplicateCount: number }> {
+  const now = deps.clock.now();
+  let reservations: Reservation[] = [];
+  let remember = () => {};
+  try {
+    const acceptedCount = await inTransaction(deps.dataSource, async (manager) => {
+      // A transaction run again (after a deadlock) gives back what its earlier run reserved.
+      await releaseAll(deps, reservations);
+      reservations = [];
+      const fresh = checkDuplicates ? await unrecorded(deps, manager, sessionId, items) : items;
+      const rows = fresh.map((item) => recordOf(usage, sessionId, item, now));
+      const stored = await deps.store.insertRecords(manager, rows, !checkDuplicates);
+      if (stored !== rows.length) throw new HasDuplicates();
+      reservations = await reserveAll(deps, manager, fresh);
+      remember = await deps.statusEvents.record(
+        manager,
+        reservations.map(({ ref, reserved }) => ({ ref, valueMicro: reserved.after, limitMicro: reserved.limit })),
+      );
+      return fresh.length;
+    });
+    remember();
+    return { acceptedCount, duplicateCount: items.length - acceptedCount };
+  } catch (error) {
+    await releaseAll(deps, reservations);
+    throw error;
+  }
+}
+
+async function unrecorded(
+  deps: UsageDependencies,
+  manager: EntityManager,
+  sessionId: string,
+  items: UsageItem[],
+): Promise<UsageItem[]> {
+  const recorded = await deps.store.recordedTransactionIds(
+    manager,
+    sessionId,
+    items.map((item) => item.transactionId),
+  );
+  return items.filter((item) => !recorded.has(item.transactionId));
+}
+
+/**
+ * Reserves each counter's share of the items, at the generation share-locked in this transaction; throws the
+ * refusal of the first counter that refuses, after giving back what was reserved.
+ */
+async function reserveAll(deps: UsageDependencies, manager: EntityManager, items: UsageItem[]): Promise<Reservation[]> {
+  const shares = sharesOf(items);
+  if (shares.length === 0) return [];
+  const generations = await deps.store.lockGenerations(
+    manager,
+    shares.map((share) => share.ref),
+  );
+  const missing = shares.filter((share) => !generations.has(periodName(share.ref.assetId, share.ref.periodStart)));
+  if (missing.length > 0) throw new CountersMissing(missing.map((share) => share.ref));
+  const reservations: Reservation[] = [];
+  try {
+    for (const { ref, amountMicro } of shares) {
+      const generation = generations.get(periodName(ref.assetId, ref.periodStart));
+      const outcome = await deps.counters.meters.reserve({
+        key: ref.key,
+        amount: amountMicro,
+        mode: ref.mode,
+        cap: ref.cap,
+        generation,
+      });
+      if (outcome.kind === "missing") throw new CountersMissing([ref]);
+      if (outcome.kind === "refused") throw refusal(ref);
+      reservations.push({ ref, reserved: outcome, amountMicro });
+    }
+    return reservations;
+  } catch (error) {
+    await releaseAll(deps, reservations);
+    throw error;
+  }
+}
+
+/** Per counter, the amount the items add: their sum, or their highest for a peak counter. */
+function sharesOf(items: UsageItem[]): { ref: MeterRef; amountMicro: number }[] {
+  const shares = new Map<string, { ref: MeterRef; amountMicro: number }>();
+  for (const item of items) {
+    if (!item.ref) continue;
+    const name = periodName(item.ref.assetId, item.ref.periodStart);
+    const share = shares.get(name);
+    if (!share) shares.set(name, { ref: item.ref, amountMicro: item.amountMicro });
+    else if (item.ref.mode === "peak") share.amountMicro = Math.max(share.amountMicro, item.amountMicro);
+    else share.amountMicro += item.amountMicro;
+  }
+  return [...shares.values()];
+}
+
+function refusal(ref: MeterRef): DomainError {
+  const metric = ref.asset.metricName;
+  if (ref.balance) {
+    return new DomainError("permission-denied", `not enough credits left for ${metric}; nothing was recorded`, {
+      slug: "credits-exhausted",
+    });
+  }
+  return new DomainError(
+    "permission-denied",
+    `usage of ${metric} would fall in a tier whose policy is Block; nothing was recorded`,
+    { slug: "usage-blocked" },
+  );
+}
+
+function recordOf(usage: EntitlementUsage, sessionId: string, item: UsageItem, now: Date): UsageRecordRow {
+  return {
+    providerId: usage.providerId,
+    entitlementId: usage.entitlementId,
+    assetId: item.asset.id,
+    sessionId,
+    transactionId: item.transactionId,
+    kind: RECORD_KIND.transaction,
+    amountMicro: item.amountMicro,
+    periodStart: item.ref?.periodStart ?? item.occurredAt,
+    occurredAt: item.occurredAt,
+    recordedAt: now,
+  };
+}
+
+function forgetBalances(deps: UsageDependencies, usage: EntitlementUsage): void {
+  for (const asset of usage.assets) if (asset.balance) deps.counters.balanceMoved(asset.id);
+}
+
+async function releaseAll(deps: UsageDependencies, reservations: Reservation[]): Promise<void> {
+  for (const { ref, reserved, amountMicro } of reservations) {
+    await deps.counters.meters.release(ref.key, reserved.generation, amountMicro, ref.mode).catch((error: Error) => {
+      deps.logger.warn({ err: { message: error.message } }, "could not give back a usage reservation");
+    });
+  }
+}

@@ -1,0 +1,84 @@
+import { create } from "@bufbuild/protobuf";
+import type { HandlerContext } from "@connectrpc/connect";
+import {
+  type TryPreallocateRequest,
+  type TryPreallocateResponse,
+  TryPreallocateResponseSchema,
+} from "../../gen/provision/v1/usage_pb.js";
+import { sessionOfCall } from "../licensing/session-calls.js";
+import { DomainError, invalidArgument } from "../platform/errors.js";
+import type { MeterRef } from "./meter-counters.js";
+import { preallocationResultOf } from "./preallocation-result.js";
+import { toMicro } from "./usage-amounts.js";
+import type { UsageDependencies } from "./usage-dependencies.js";
+import { entitlementUsageOf, meteredAssetOf } from "./usage-lookup.js";
+import { BalancePeriodMoved, RECORD_KIND } from "./usage-store.js";
+
+/** Reservations answered stale in a row before the counter is rebuilt by this caller itself. */
+const STALE_BEFORE_REBUILD = 2;
+const MAX_ATTEMPTS = 8;
+
+/**
+ * Reserves the amount in the metric's counter (one atomic step that refuses what would enter a Block tier or
+ * pass the credits left), records it, and answers where the metric stands. A refusal reserves nothing.
+ */
+export async function tryPreallocate(
+  deps: UsageDependencies,
+  request: TryPreallocateRequest,
+  context: HandlerContext,
+): Promise<TryPreallocateResponse> {
+  const caller = sessionOfCall(request, context);
+  const amountMicro = amountOf(request.amount);
+  const usage = await entitlementUsageOf(deps, caller.entitlementId);
+  const asset = meteredAssetOf(usage, request.metric, "metric");
+  for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
+    const now = deps.clock.now();
+    const ref = (await deps.counters.refOf(usage, asset, now)) as MeterRef;
+    try {
+      const outcome = await deps.counters.reserve(ref, amountMicro);
+      if (outcome.kind === "refused") {
+        return answer(preallocationResultOf(asset, outcome.value, outcome.limit, false));
+      }
+      const written = await deps.grants.write({
+        ref,
+        reserved: outcome,
+        amountMicro,
+        record: {
+          providerId: usage.providerId,
+          entitlementId: usage.entitlementId,
+          assetId: asset.id,
+          sessionId: caller.sessionId,
+          transactionId: null,
+          kind: RECORD_KIND.preallocation,
+          amountMicro,
+          periodStart: ref.periodStart,
+          occurredAt: now,
+          recordedAt: now,
+        },
+      });
+      if (written.written) return answer(preallocationResultOf(asset, outcome.after, outcome.limit, true));
+      if (attempt >= STALE_BEFORE_REBUILD) await deps.counters.rebuild(ref);
+    } catch (error) {
+      if (!(error instanceof BalancePeriodMoved)) throw error;
+      deps.counters.balanceMoved(asset.id);
+    }
+  }
+  throw new DomainError("unavailable", "usage counters keep changing; try again", {
+    slug: "counters-unavailable",
+    headers: { "retry-after": "1" },
+  });
+}
+
+function amountOf(amount: number): number {
+  const micro = toMicro(amount);
+  if (micro === undefined || micro <= 0) {
+    throw invalidArgument("amount must be a positive number (the query parameter ?amount=)", [
+      { field: "amount", message: "must be a positive number of at most 10^9 units" },
+    ]);
+  }
+  return micro;
+}
+
+function answer(result: TryPreallocateResponse["preallocationResult"]): TryPreallocateResponse {
+  return create(TryPreallocateResponseSchema, { preallocationResult: result });
+}

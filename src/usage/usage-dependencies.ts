@@ -1,0 +1,29 @@
+import type { DataSource } from "typeorm";
+import type { ObservabilityReads } from "../observability/observability-dependencies.js";
+import type { Clock } from "../platform/clock.js";
+import type { Logger } from "../platform/logger.js";
+import type { GrantWriter } from "./grant-writer.js";
+import type { MeterCounters } from "./meter-counters.js";
+import type { UsageBalanceStore } from "./usage-balance-store.js";
+import type { UsageDirectory } from "./usage-directory.js";
+import type { UsageStatusEvents } from "./usage-status-events.js";
+import type { UsageStore } from "./usage-store.js";
+
+/** What the runtime usage calls (usage transactions, pre-allocation) are built from. */
+export interface UsageDependencies {
+  dataSource: DataSource;
+  clock: Clock;
+  logger: Logger;
+  store: UsageStore;
+  balances: UsageBalanceStore;
+  directory: UsageDirectory;
+  counters: MeterCounters;
+  statusEvents: UsageStatusEvents;
+  grants: GrantWriter;
+}
+
+/** What the vendor-side usage reports and top-ups are built from. */
+export interface UsageAdminDependencies extends UsageDependencies {
+  /** Logs, metrics and ratings sent by sessions. */
+  observability: ObservabilityReads;
+}

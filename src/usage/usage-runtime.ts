@@ -1,0 +1,44 @@
+import type { DataSource } from "typeorm";
+import type { Clock } from "../platform/clock.js";
+import type { Coordinator } from "../platform/coordinator.js";
+import type { InvalidationBus } from "../platform/invalidation-bus.js";
+import type { Logger } from "../platform/logger.js";
+import type { Outbox } from "../webhooks/outbox.js";
+import { autoBalanceJob } from "./auto-balance-job.js";
+import { GrantWriter } from "./grant-writer.js";
+import { MeterCounters } from "./meter-counters.js";
+import { UsageBalanceStore } from "./usage-balance-store.js";
+import type { UsageDependencies } from "./usage-dependencies.js";
+import { UsageDirectory } from "./usage-directory.js";
+import { UsageStatusEvents } from "./usage-status-events.js";
+import { UsageStore } from "./usage-store.js";
+
+/** Metering's parts, built once per instance. */
+export async function createUsage(options: {
+  dataSource: DataSource;
+  clock: Clock;
+  logger: Logger;
+  bus: InvalidationBus;
+  coordinator: Coordinator;
+  /** The webhook outbox overage and balance events are written to. */
+  events: Outbox;
+}) {
+  const { dataSource, clock, logger } = options;
+  const store = new UsageStore(dataSource);
+  const directory = await UsageDirectory.create(store, options.bus, clock);
+  const counters = new MeterCounters(store, options.coordinator.meters, clock);
+  const statusEvents = new UsageStatusEvents(store, options.events, clock);
+  const grants = new GrantWriter({ dataSource, store, meters: options.coordinator.meters, statusEvents, logger });
+  const dependencies: UsageDependencies = {
+    dataSource,
+    clock,
+    logger,
+    store,
+    balances: new UsageBalanceStore(dataSource),
+    directory,
+    counters,
+    statusEvents,
+    grants,
+  };
+  return { dependencies, jobs: [autoBalanceJob(dependencies)], close: () => grants.close() };
+}

@@ -1,0 +1,322 @@
+import type { DataSource, EntityManager } from "typeorm";
+import { MonitoredAssetEntity, type MonitoredAssetRow } from "../catalog/entities.js";
+import { SqlTable } from "../catalog/sql-table.js";
+import {
+  changedRows,
+  type Dialect,
+  dialectOf,
+  forShare,
+  forUpdate,
+  insertIgnore,
+  inTransaction,
+  readSerially,
+  rowDate,
+  sqlDate,
+} from "../platform/database.js";
+
+export const RECORD_KIND = { transaction: 1, preallocation: 2 } as const;
+
+/** One amount of usage, as stored. */
+export interface UsageRecordRow {
+  providerId: string;
+  entitlementId: string;
+  assetId: string;
+  sessionId: string;
+  /** Null for a pre-allocation. */
+  transactionId: number | null;
+  kind: number;
+  amountMicro: number;
+  periodStart: Date;
+  occurredAt: Date;
+  recordedAt: Date;
+}
+
+/** A counter's period row: which asset and period, and what a new row holds. */
+export interface PeriodRef {
+  assetId: string;
+  providerId: string;
+  entitlementId: string;
+  periodStart: Date;
+  periodEnd: Date | null;
+  /** A credit balance's credits for a new period row (micro-units); null for metered usage or unlimited credits. */
+  initialCreditsMicro: number | null;
+  /** Peak counters rebuild from the highest record, others from the sum. */
+  peak: boolean;
+  /** Credit balances: the balance must still be in this period (auto-balance moves it on). */
+  balance: boolean;
+}
+
+/** A counter rebuilt from the records: its new generation, value and limit. */
+export interface RebuiltCounter {
+  generation: number;
+  valueMicro: number;
+  limitMicro: number | null;
+}
+
+export interface StoredStatus {
+  periodStart: Date;
+  status: number;
+}
+
+/** The balance moved on to another period since the caller looked it up. */
+export class BalancePeriodMoved extends Error {
+  constructor(readonly periodStart: Date) {
+    super("the credit balance moved to a new period");
+  }
+}
+
+const RECORD_COLUMNS =
+  "provider_id, entitlement_id, asset_id, session_id, transaction_id, kind, amount, period_start, occurred_at, recorded_at";
+const RECORD_TUPLE = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+
+/** The usage tables' SQL: records, period rows (the generation fence), statuses and balances. */
+export class UsageStore {
+  readonly dialect: Dialect;
+  private readonly assets: SqlTable<MonitoredAssetRow>;
+  private readonly insertSql = new Map<string, string>();
+
+  constructor(private readonly dataSource: DataSource) {
+    this.dialect = dialectOf(dataSource);
+    this.assets = new SqlTable(dataSource, MonitoredAssetEntity);
+  }
+
+  /** The entitlement's provider and customer and its own monitored assets; null when there is no such entitlement. */
+  async entitlementAssets(
+    entitlementId: string,
+  ): Promise<{ providerId: string; customerId: string; assets: MonitoredAssetRow[] } | null> {
+    return readSerially(this.dataSource, async () => {
+      const manager = this.dataSource.manager;
+      const [owner] = (await manager.query("SELECT provider_id, customer_id FROM entitlements WHERE id = ?", [
+        entitlementId,
+      ])) as { provider_id: string; customer_id: string | null }[];
+      if (!owner) return null;
+      const assets = await this.assets.select(manager, "entitlement_id = ? ORDER BY product_id, metric_name", [
+        entitlementId,
+      ]);
+      return { providerId: owner.provider_id, customerId: owner.customer_id ?? "", assets };
+    });
+  }
+
+  /** Inserts the records in one statement; with `ignoreDuplicates` an already recorded transaction is skipped. Answers the rows stored. */
+  async insertRecords(manager: EntityManager, rows: UsageRecordRow[], ignoreDuplicates: boolean): Promise<number> {
+    if (rows.length === 0) return 0;
+    const parameters: unknown[] = [];
+    for (const row of rows) {
+      parameters.push(
+        row.providerId,
+        row.entitlementId,
+        row.assetId,
+        row.sessionId,
+        row.transactionId,
+        row.kind,
+        row.amountMicro,
+        sqlDate(this.dialect, row.periodStart),
+        sqlDate(this.dialect, row.occurredAt),
+        sqlDate(this.dialect, row.recordedAt),
+      );
+    }
+    return changedRows(manager, this.insertSqlFor(rows.length, ignoreDuplicates), parameters);
+  }
+
+  /** Which of these transaction ids the session has recorded, locking them (a concurrent replay waits). */
+  async recordedTransactionIds(manager: EntityManager, sessionId: string, ids: number[]): Promise<Set<number>> {
+    const rows = (await manager.query(
+      `SELECT transaction_id FROM usage_records WHERE session_id = ? AND transaction_id IN (${marks(ids.length)})${forUpdate(this.dialect)}`,
+      [sessionId, ...ids],
+    )) as { transaction_id: unknown }[];
+    return new Set(rows.map((row) => Number(row.transaction_id)));
+  }
+
+  /**
+   * The generations of these periods' counters, share-locked until the transaction ends: a rebuild (which takes
+   * a new generation) waits for every write holding them. A period without a row is absent from the answer.
+   */
+  async lockGenerations(
+    manager: EntityManager,
+    keys: { assetId: string; periodStart: Date }[],
+  ): Promise<Map<string, number>> {
+    const tuples = keys.map(() => "(?, ?)").join(", ");
+    const parameters = keys.flatMap((key) => [key.assetId, sqlDate(this.dialect, key.periodStart)]);
+    const rows = (await manager.query(
+      `SELECT asset_id, period_start, generation FROM usage_periods WHERE (asset_id, period_start) IN (${tuples}) ORDER BY asset_id, period_start${forShare(this.dialect)}`,
+      parameters,
+    )) as { asset_id: string; period_start: unknown; generation: unknown }[];
+    return new Map(
+      rows.map((row) => [periodName(row.asset_id, rowDate(row.period_start) as Date), Number(row.generation)]),
+    );
+  }
+
+  /**
+   * Rebuilds a counter from the records under a new generation: the period row is locked, so every write of an
+   * older generation has committed (and is counted) or will find its generation gone (and is not written).
+   */
+  async rebuild(ref: PeriodRef, now: Date): Promise<RebuiltCounter> {
+    return inTransaction(this.dataSource, async (manager) => {
+      const period = await this.lockPeriod(manager, ref, now);
+      if (ref.balance) await this.checkBalancePeriod(manager, ref);
+      const generation = period.generation + 1;
+      await manager.query("UPDATE usage_periods SET generation = ? WHERE asset_id = ? AND period_start = ?", [
+        generation,
+        ref.assetId,
+        sqlDate(this.dialect, ref.periodStart),
+      ]);
+      const valueMicro = await this.recordedTotal(manager, ref.assetId, ref.periodStart, ref.peak);
+      return { generation, valueMicro, limitMicro: period.creditTotal };
+    });
+  }
+
+  /** The period's row, created when missing, locked for update. */
+  async lockPeriod(
+    manager: EntityManager,
+    ref: PeriodRef,
+    now: Date,
+  ): Promise<{ generation: number; creditTotal: number | null }> {
+    const start = sqlDate(this.dialect, ref.periodStart);
+    await manager.query(
+      `${insertIgnore(this.dialect)} INTO usage_periods (asset_id, period_start, provider_id, entitlement_id, period_end, generation, credit_total, created_at) VALUES (?, ?, ?, ?, ?, 0, ?, ?)`,
+      [
+        ref.assetId,
+        start,
+        ref.providerId,
+        ref.entitlementId,
+        ref.periodEnd ? sqlDate(this.dialect, ref.periodEnd) : null,
+        ref.initialCreditsMicro,
+        sqlDate(this.dialect, now),
+      ],
+    );
+    const [row] = (await manager.query(
+      `SELECT generation, credit_total FROM usage_periods WHERE asset_id = ? AND period_start = ?${forUpdate(this.dialect)}`,
+      [ref.assetId, start],
+    )) as { generation: unknown; credit_total: unknown }[];
+    return {
+      generation: Number(row.generation),
+      creditTotal: row.credit_total === null ? null : Number(row.credit_total),
+    };
+  }
+
+  /** Sets a period's generation and credits (a top-up); the row must be locked by the caller. */
+  async setPeriodCredits(
+    manager: EntityManager,
+    ref: { assetId: string; periodStart: Date },
+    generation: number,
+    creditTotal: number | null,
+  ): Promise<void> {
+    await manager.query(
+      "UPDATE usage_periods SET generation = ?, credit_total = ? WHERE asset_id = ? AND period_start = ?",
+      [generation, creditTotal, ref.assetId, sqlDate(this.dialect, ref.periodStart)],
+    );
+  }
+
+  /** The sum (or, for peak counters, the highest) of the amounts recorded for an asset in a period (null: all). */
+  async recordedTotal(
+    manager: EntityManager,
+    assetId: string,
+    periodStart: Date | null,
+    peak: boolean,
+  ): Promise<number> {
+    const inPeriod = periodStart ? " AND period_start = ?" : "";
+    const [row] = (await manager.query(
+      `SELECT COALESCE(${peak ? "MAX" : "SUM"}(amount), 0) AS total FROM usage_records WHERE asset_id = ?${inPeriod}`,
+      periodStart ? [assetId, sqlDate(this.dialect, periodStart)] : [assetId],
+    )) as { total: unknown }[];
+    return Number(row.total);
+  }
+
+  /** A balance period's credits (micro-units); null when the period has no row yet or its credits are unlimited. */
+  async periodCredits(manager: EntityManager, assetId: string, periodStart: Date): Promise<number | null> {
+    const [row] = (await manager.query(
+      "SELECT credit_total FROM usage_periods WHERE asset_id = ? AND period_start = ?",
+      [assetId, sqlDate(this.dialect, periodStart)],
+    )) as { credit_total: unknown }[];
+    return row && row.credit_total !== null ? Number(row.credit_total) : null;
+  }
+
+  /** The status last reported for an asset, its row locked (created at Normal for this period when missing). */
+  async lockStatus(
+    manager: EntityManager,
+    status: { assetId: string; providerId: string; periodStart: Date; normal: number },
+    now: Date,
+  ): Promise<StoredStatus> {
+    const select = `SELECT period_start, status FROM usage_statuses WHERE asset_id = ?${forUpdate(this.dialect)}`;
+    let [row] = (await manager.query(select, [status.assetId])) as { period_start: unknown; status: unknown }[];
+    if (!row) {
+      await manager.query(
+        `${insertIgnore(this.dialect)} INTO usage_statuses (asset_id, provider_id, period_start, status, updated_at) VALUES (?, ?, ?, ?, ?)`,
+        [
+          status.assetId,
+          status.providerId,
+          sqlDate(this.dialect, status.periodStart),
+          status.normal,
+          sqlDate(this.dialect, now),
+        ],
+      );
+      [row] = (await manager.query(select, [status.assetId])) as { period_start: unknown; status: unknown }[];
+    }
+    return { periodStart: rowDate(row.period_start) as Date, status: Number(row.status) };
+  }
+
+  async saveStatus(manager: EntityManager, assetId: string, stored: StoredStatus, now: Date): Promise<void> {
+    await manager.query("UPDATE usage_statuses SET period_start = ?, status = ?, updated_at = ? WHERE asset_id = ?", [
+      sqlDate(this.dialect, stored.periodStart),
+      stored.status,
+      sqlDate(this.dialect, now),
+      assetId,
+    ]);
+  }
+
+  /** The start of a credit balance's current period; a balance used for the first time starts one now. */
+  async balancePeriodStart(
+    balance: { assetId: string; providerId: string; entitlementId: string },
+    now: Date,
+    nextAutoBalanceAt: Date | null,
+  ): Promise<Date> {
+    const select = "SELECT period_start FROM usage_balances WHERE asset_id = ?";
+    return inTransaction(this.dataSource, async (manager) => {
+      let [row] = (await manager.query(select, [balance.assetId])) as { period_start: unknown }[];
+      if (!row) {
+        await manager.query(
+          `${insertIgnore(this.dialect)} INTO usage_balances (asset_id, provider_id, entitlement_id, period_start, next_auto_balance_at, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
+          [
+            balance.assetId,
+            balance.providerId,
+            balance.entitlementId,
+            sqlDate(this.dialect, now),
+            nextAutoBalanceAt ? sqlDate(this.dialect, nextAutoBalanceAt) : null,
+            sqlDate(this.dialect, now),
+          ],
+        );
+        [row] = (await manager.query(select, [balance.assetId])) as { period_start: unknown }[];
+      }
+      return rowDate(row.period_start) as Date;
+    });
+  }
+
+  /** Fails with BalancePeriodMoved unless the balance is still in the period of `ref`. */
+  async checkBalancePeriod(manager: EntityManager, ref: PeriodRef): Promise<void> {
+    const [row] = (await manager.query("SELECT period_start FROM usage_balances WHERE asset_id = ?", [
+      ref.assetId,
+    ])) as { period_start: unknown }[];
+    const current = row ? (rowDate(row.period_start) as Date) : null;
+    if (current && current.getTime() !== ref.periodStart.getTime()) throw new BalancePeriodMoved(current);
+  }
+
+  private insertSqlFor(count: number, ignoreDuplicates: boolean): string {
+    const name = `${count}:${ignoreDuplicates}`;
+    let sql = this.insertSql.get(name);
+    if (!sql) {
+      const verb = ignoreDuplicates ? insertIgnore(this.dialect) : "INSERT";
+      sql = `${verb} INTO usage_records (${RECORD_COLUMNS}) VALUES ${Array(count).fill(RECORD_TUPLE).join(", ")}`;
+      this.insertSql.set(name, sql);
+    }
+    return sql;
+  }
+}
+
+/** The name of an asset's period, as maps of counters key it. */
+export function periodName(assetId: string, periodStart: Date): string {
+  return `${assetId}:${periodStart.getTime()}`;
+}
+
+function marks(count: number): string {
+  return Array(count).fill("?").join(", ");
+}
