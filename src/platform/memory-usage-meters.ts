@@ -33,6 +33,10 @@ export class MemoryUsageMeters implements UsageMeters {
     else counter.value -= amount;
   }
 
+  async generationOf(key: MeterKey): Promise<number | null> {
+    return this.counters.get(keyOf(key))?.generation ?? null;
+  }
+
   async load(key: MeterKey, generation: number, value: number, limit: number | null): Promise<void> {
     const name = keyOf(key);
     const counter = this.counters.get(name);

@@ -90,6 +90,11 @@ export class RedisUsageMeters implements UsageMeters {
     await this.run(RELEASE, key, [generation, amount, mode === "peak" ? "p" : "s"]);
   }
 
+  async generationOf(key: MeterKey): Promise<number | null> {
+    const generation = await withinDeadline(this.client.hGet(redisKeyOf(key), "g"), COMMAND_DEADLINE_MS);
+    return generation === null || generation === undefined ? null : Number(generation);
+  }
+
   async load(key: MeterKey, generation: number, value: number, limit: number | null): Promise<void> {
     await this.run(LOAD, key, [generation, value, limit ?? -1, METER_IDLE_TTL_MS]);
   }

@@ -37,6 +37,8 @@ export interface UsageMeters {
   reserve(request: ReserveRequest): Promise<ReserveOutcome>;
   /** Takes back a reserved amount that could not be recorded; a peak counter is dropped (rebuilt when next used). */
   release(key: MeterKey, generation: number, amount: number, mode: MeterMode): Promise<void>;
+  /** The counter's generation; null when there is none. */
+  generationOf(key: MeterKey): Promise<number | null>;
   /** Sets a counter rebuilt at `generation`, unless one of that generation or a newer one is there already. */
   load(key: MeterKey, generation: number, value: number, limit: number | null): Promise<void>;
 }

@@ -53,13 +53,14 @@ export function checkMessageLimits(schema: DescMessage, message: Message): Field
 }
 
 /**
- * Whether the request's body as a whole is a list over its cap (a batch of usage, log or metric items): the
- * request is then too large (413) rather than malformed.
+ * Whether the request's body as a whole is a batch of session events (usage, log or metric items) over its cap:
+ * the request is then too large (413) rather than malformed.
  */
 export function isBatchOverCap(method: DescMethod, violations: readonly FieldViolation[]): boolean {
   const body = getOption(method, http).body;
   const field = method.input.fields.find((candidate) => candidate.name === body);
-  return field?.fieldKind === "list" && violations.some((violation) => violation.field === field.jsonName);
+  const batch = field?.fieldKind === "list" && field.message?.typeName === "provision.v1.SessionEvent";
+  return batch && violations.some((violation) => violation.field === field.jsonName);
 }
 
 /** The violation a field over its cap is reported with. */

@@ -15,7 +15,7 @@ export interface Grant {
 }
 
 /** Recorded; or not, because its counter was rebuilt since (reserve it again). */
-export type GrantOutcome = { written: true } | { written: false };
+export type GrantOutcome = { written: true } | { written: false; generation: number };
 
 interface Pending {
   grant: Grant;
@@ -97,10 +97,13 @@ export class GrantWriter {
             limitMicro: grant.reserved.limit,
           })),
         );
-        return new Set(stillCurrent);
+        return { stillCurrent: new Set(stillCurrent), generations };
       });
       remember();
-      for (const pending of batch) pending.resolve({ written: current.has(pending) });
+      for (const pending of batch) {
+        if (current.stillCurrent.has(pending)) pending.resolve({ written: true });
+        else pending.resolve({ written: false, generation: generationOf(current.generations, pending.grant.ref) });
+      }
     } catch (error) {
       await this.releaseAll(batch);
       for (const pending of batch) pending.reject(error);
@@ -124,4 +127,9 @@ function distinctPeriods(batch: Pending[]): { assetId: string; periodStart: Date
     periods.set(periodName(grant.ref.assetId, grant.ref.periodStart), grant.ref);
   }
   return [...periods.values()];
+}
+
+/** The period row's generation; -1 when it has none (a rebuild makes one). */
+function generationOf(generations: Map<string, number>, ref: MeterRef): number {
+  return generations.get(periodName(ref.assetId, ref.periodStart)) ?? -1;
 }

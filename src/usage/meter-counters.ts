@@ -19,6 +19,9 @@ export interface MeterRef extends PeriodRef {
 export type Reserved = Extract<ReserveOutcome, { kind: "reserved" }>;
 export type Refused = Extract<ReserveOutcome, { kind: "refused" }>;
 
+/** How long to wait, in turn, for another instance's rebuild to load a counter before rebuilding it here. */
+const GENERATION_WAITS_MS = [2, 5, 10, 20, 40];
+
 /** Rebuilds in a row that still leave a counter missing mean the coordinator is losing what it is given. */
 const MAX_REBUILDS = 5;
 
@@ -26,6 +29,7 @@ const MAX_REBUILDS = 5;
 export class MeterCounters {
   /** Each credit balance's current period start (ms), as this instance last saw it. */
   private readonly balanceStarts = new Map<string, number>();
+  private readonly rebuilds = new Map<string, Promise<void>>();
 
   constructor(
     readonly store: UsageStore,
@@ -107,8 +111,35 @@ export class MeterCounters {
     });
   }
 
-  /** Rebuilds the counter from the records under a new generation and loads it into the coordinator. */
+  /**
+   * Rebuilds the counter from the records under a new generation and loads it into the coordinator. Callers on
+   * this instance that ask at once share one rebuild.
+   */
   async rebuild(ref: MeterRef): Promise<void> {
+    const name = `${ref.key.assetId}:${ref.key.periodStartMs}`;
+    let running = this.rebuilds.get(name);
+    if (!running) {
+      running = this.rebuildNow(ref).finally(() => this.rebuilds.delete(name));
+      this.rebuilds.set(name, running);
+    }
+    return running;
+  }
+
+  /**
+   * Makes sure the counter is of `generation` (the database's; -1: none yet): another instance's rebuild that took it may be
+   * loading it right now, so wait a little for that before rebuilding here (each rebuild makes every amount
+   * reserved in the counter before it reserve again).
+   */
+  async awaitGeneration(ref: MeterRef, generation: number): Promise<void> {
+    for (const waitMs of generation < 0 ? [] : GENERATION_WAITS_MS) {
+      const current = await this.meters.generationOf(ref.key);
+      if (current !== null && current >= generation) return;
+      await new Promise((resolve) => setTimeout(resolve, waitMs));
+    }
+    await this.rebuild(ref);
+  }
+
+  private async rebuildNow(ref: MeterRef): Promise<void> {
     const rebuilt = await this.store.rebuild(ref, this.clock.now());
     await this.meters.load(ref.key, rebuilt.generation, rebuilt.valueMicro, rebuilt.limitMicro);
   }

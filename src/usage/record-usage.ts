@@ -23,7 +23,8 @@ class HasDuplicates extends Error {}
 
 /** These counters are missing (or of another generation): rebuild them and write again. */
 class CountersMissing extends Error {
-  constructor(readonly refs: MeterRef[]) {
+  /** Each counter with the database's generation of it (-1: its period has no row yet). */
+  constructor(readonly refs: { ref: MeterRef; generation: number }[]) {
     super("usage counters to rebuild");
   }
 }
@@ -47,10 +48,10 @@ export async function recordUsageTransactions(
   const { sessionId, entitlementId } = sessionOfCall(request, context);
   const usage = await entitlementUsageOf(deps, entitlementId);
   let checkDuplicates = false;
-  let toRebuild: MeterRef[] = [];
+  let toRebuild: { ref: MeterRef; generation: number }[] = [];
   for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
     try {
-      for (const ref of toRebuild) await deps.counters.rebuild(ref);
+      for (const { ref, generation } of toRebuild) await deps.counters.awaitGeneration(ref, generation);
       toRebuild = [];
       const items = await usageItemsOf(deps.counters, usage, sessionId, request.events, deps.clock.now());
       const counts = await writeBatch(deps, usage, sessionId, items, checkDuplicates);
@@ -128,11 +129,11 @@ async function reserveAll(deps: UsageDependencies, manager: EntityManager, items
     shares.map((share) => share.ref),
   );
   const missing = shares.filter((share) => !generations.has(periodName(share.ref.assetId, share.ref.periodStart)));
-  if (missing.length > 0) throw new CountersMissing(missing.map((share) => share.ref));
+  if (missing.length > 0) throw new CountersMissing(missing.map((share) => ({ ref: share.ref, generation: -1 })));
   const reservations: Reservation[] = [];
   try {
     for (const { ref, amountMicro } of shares) {
-      const generation = generations.get(periodName(ref.assetId, ref.periodStart));
+      const generation = generations.get(periodName(ref.assetId, ref.periodStart)) as number;
       const outcome = await deps.counters.meters.reserve({
         key: ref.key,
         amount: amountMicro,
@@ -140,7 +141,7 @@ async function reserveAll(deps: UsageDependencies, manager: EntityManager, items
         cap: ref.cap,
         generation,
       });
-      if (outcome.kind === "missing") throw new CountersMissing([ref]);
+      if (outcome.kind === "missing") throw new CountersMissing([{ ref, generation }]);
       if (outcome.kind === "refused") throw refusal(ref);
       reservations.push({ ref, reserved: outcome, amountMicro });
     }

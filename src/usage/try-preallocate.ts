@@ -14,8 +14,6 @@ import type { UsageDependencies } from "./usage-dependencies.js";
 import { entitlementUsageOf, meteredAssetOf } from "./usage-lookup.js";
 import { BalancePeriodMoved, RECORD_KIND } from "./usage-store.js";
 
-/** Reservations answered stale in a row before the counter is rebuilt by this caller itself. */
-const STALE_BEFORE_REBUILD = 2;
 const MAX_ATTEMPTS = 8;
 
 /**
@@ -57,7 +55,7 @@ export async function tryPreallocate(
         },
       });
       if (written.written) return answer(preallocationResultOf(asset, outcome.after, outcome.limit, true));
-      if (attempt >= STALE_BEFORE_REBUILD) await deps.counters.rebuild(ref);
+      await deps.counters.awaitGeneration(ref, written.generation);
     } catch (error) {
       if (!(error instanceof BalancePeriodMoved)) throw error;
       deps.counters.balanceMoved(asset.id);

@@ -1,0 +1,133 @@
+import anyTest, { type TestFn } from "ava";
+import {
+  API_CALLS,
+  CREDITS,
+  meteredEntitlement,
+  meteredSession,
+  preallocate,
+  sendUsage,
+  usageItems,
+} from "../support/metering.js";
+import type { LicensedSession } from "../support/observability.js";
+import { type OwnRedis, startOwnRedis } from "../support/redis-server.js";
+import { createTestDatabase, startTestServer, type TestServer } from "../support/test-server.js";
+
+// Three instances on one MySQL database and a Redis of this file's own (it is flushed mid-race).
+const test = anyTest as TestFn<{ servers: TestServer[]; redis: OwnRedis; drop: () => Promise<void> }>;
+
+test.before(async (t) => {
+  const database = await createTestDatabase();
+  t.context.drop = database.drop;
+  t.context.redis = await startOwnRedis();
+  t.context.servers = [];
+  for (let index = 0; index < 3; index++) {
+    t.context.servers.push(
+      await startTestServer({ databaseUrl: database.url, env: { REDIS_URL: t.context.redis.url } }),
+    );
+  }
+});
+
+test.after.always(async (t) => {
+  for (const server of t.context.servers ?? []) await server.close();
+  await t.context.redis?.stop();
+  await t.context.drop?.();
+});
+
+async function recorded(server: TestServer, entitlementId: string) {
+  const [row] = (await server.app.dataSource.query(
+    "SELECT COUNT(*) AS n, COALESCE(SUM(amount), 0) AS total FROM usage_records WHERE entitlement_id = ?",
+    [entitlementId],
+  )) as { n: unknown; total: unknown }[];
+  return { count: Number(row.n), totalMicro: Number(row.total) };
+}
+
+/** One session per instance, each used through its own instance. */
+async function sessionsOnEveryInstance(servers: TestServer[], assets: Record<string, unknown>[]) {
+  const entitlement = await meteredEntitlement(servers[0].baseUrl, assets);
+  const sessions: LicensedSession[] = [];
+  for (const server of servers) sessions.push(await meteredSession(server.baseUrl, entitlement));
+  return { entitlement, sessions };
+}
+
+test.serial("64 pre-allocations racing on three instances grant exactly what the tiers allow", async (t) => {
+  const { servers } = t.context;
+  const { entitlement, sessions } = await sessionsOnEveryInstance(servers, [API_CALLS]);
+  const answers = await Promise.all(
+    Array.from({ length: 64 }, (_, index) =>
+      preallocate(servers[index % 3].baseUrl, sessions[index % 3], "api-calls", 2.5),
+    ),
+  );
+  t.true(answers.every((answer) => answer.status === 200));
+  t.is(answers.filter((answer) => answer.body.granted).length, 48);
+  t.deepEqual(await recorded(servers[0], entitlement.entitlementId), { count: 48, totalMicro: 120_000_000 });
+});
+
+test.serial(
+  "Redis flushed in the middle of racing pre-allocations: counters rebuild from MySQL, still exact",
+  async (t) => {
+    const { servers, redis } = t.context;
+    const { entitlement, sessions } = await sessionsOnEveryInstance(servers, [CREDITS]);
+    const race = (count: number) =>
+      Array.from({ length: count }, (_, index) =>
+        preallocate(servers[index % 3].baseUrl, sessions[index % 3], "credits", 0.75),
+      );
+    const first = race(40);
+    await redis.flushAll();
+    const second = race(40);
+    await redis.flushAll();
+    const answers = await Promise.all([...first, ...second, ...race(40)]);
+    t.true(
+      answers.every((answer) => answer.status === 200),
+      JSON.stringify(answers.find((a) => a.status !== 200)?.body),
+    );
+    const granted = answers.filter((answer) => answer.body.granted).length;
+    t.is(granted, 66, "50 credits hold 66 grants of 0.75");
+    t.deepEqual(await recorded(servers[0], entitlement.entitlementId), { count: 66, totalMicro: 49_500_000 });
+    const after = await preallocate(servers[1].baseUrl, sessions[1], "credits", 0.5);
+    t.like(after.body, { granted: true, currentValue: 50 });
+  },
+);
+
+test.serial("the same batch sent to three instances at once is counted once", async (t) => {
+  const { servers } = t.context;
+  const { entitlement, sessions } = await sessionsOnEveryInstance(servers, [API_CALLS]);
+  const batch = usageItems(
+    "api-calls",
+    Array.from({ length: 50 }, () => 0.5),
+  );
+  const answers = await Promise.all(
+    Array.from({ length: 9 }, (_, index) => sendUsage(servers[index % 3].baseUrl, sessions[0], batch)),
+  );
+  t.true(
+    answers.every((answer) => answer.status === 200),
+    JSON.stringify(answers.map((a) => a.body)),
+  );
+  t.is(
+    answers.reduce((sum, answer) => sum + answer.body.acceptedCount, 0),
+    50,
+  );
+  t.is(
+    answers.reduce((sum, answer) => sum + answer.body.duplicateCount, 0),
+    8 * 50,
+  );
+  t.deepEqual(await recorded(servers[0], entitlement.entitlementId), { count: 50, totalMicro: 25_000_000 });
+});
+
+test.serial("racing usage batches and pre-allocations on three instances never pass the Block tier", async (t) => {
+  const { servers } = t.context;
+  const { entitlement, sessions } = await sessionsOnEveryInstance(servers, [API_CALLS]);
+  const batches = Array.from({ length: 30 }, (_, index) =>
+    sendUsage(servers[index % 3].baseUrl, sessions[index % 3], usageItems("api-calls", [1, 1, 1], 1000 + index * 3)),
+  );
+  const grants = Array.from({ length: 30 }, (_, index) =>
+    preallocate(servers[(index + 1) % 3].baseUrl, sessions[(index + 1) % 3], "api-calls", 1.5),
+  );
+  const answers = await Promise.all([...batches, ...grants]);
+  const accepted = answers.slice(0, 30).filter((answer) => answer.status === 200).length;
+  const granted = answers.slice(30).filter((answer) => answer.body.granted).length;
+  t.true(answers.slice(0, 30).every((answer) => answer.status === 200 || answer.status === 403));
+  const totalMicro = accepted * 3_000_000 + granted * 1_500_000;
+  t.true(totalMicro <= 120_000_000, `recorded ${totalMicro / 1e6}`);
+  t.true(totalMicro > 120_000_000 - 3_000_000, `stopped at ${totalMicro / 1e6}: refusals only near the limit`);
+  t.deepEqual(await recorded(servers[0], entitlement.entitlementId), { count: accepted * 3 + granted, totalMicro });
+});
