@@ -16,6 +16,8 @@ import { licensingEntities } from "./licensing/entities.js";
 import { expiryNoticesJob } from "./licensing/expiry-notices.js";
 import { createLicensing } from "./licensing/licensing-runtime.js";
 import { subscriptionRenewalsJob } from "./licensing/subscription-renewals.js";
+import { observabilityEntities } from "./observability/entities.js";
+import { createObservability } from "./observability/observability-dependencies.js";
 import { type Clock, systemClock } from "./platform/clock.js";
 import type { Config } from "./platform/config.js";
 import { connectAll } from "./platform/connect-all.js";
@@ -36,6 +38,7 @@ import { createRestHandler, type NodeResponse } from "./server/rest/rest-handler
 import { RouteTable, routesFromAnnotations } from "./server/rest/route-table.js";
 import { createRpcHandler, type RpcHandlerOptions } from "./server/rpc-adapter.js";
 import { ALL_SERVICES, implementServices, registerServices } from "./services.js";
+import { createUsage } from "./usage/usage-runtime.js";
 import { webhookEntities } from "./webhooks/entities.js";
 import { createWebhooks, type WebhookRuntimeOptions } from "./webhooks/webhooks-runtime.js";
 
@@ -63,7 +66,7 @@ export interface AppOptions {
 export function openDatabase(config: Config): DataSource {
   return createDataSource(
     config.database,
-    [...catalogEntities, ...identityEntities, ...licensingEntities, ...webhookEntities],
+    [...catalogEntities, ...identityEntities, ...licensingEntities, ...webhookEntities, ...observabilityEntities],
     migrations,
   );
 }
@@ -139,6 +142,16 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
     userTokens: config.userTokens,
     events: webhooks.outbox,
   });
+  const observability = createObservability({ clock, newId: randomUUID, sessions: licensing.activation });
+  const usage = await createUsage({
+    dataSource,
+    clock,
+    logger,
+    bus,
+    coordinator,
+    events: webhooks.outbox,
+    sessions: licensing.activation,
+  });
   const implementations = implementServices({
     repository: catalog,
     products,
@@ -148,6 +161,9 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
     licensing: licensing.dependencies,
     activation: licensing.activation,
     webhooks: webhooks.dependencies,
+    observability: observability.dependencies,
+    usageAdmin: { ...usage.dependencies, observability: observability.reads },
+    usage: usage.dependencies,
   });
   const authOptions = { tokens, clients, licenseSessions: licensing.verifier };
   const interceptors = [errorInterceptor(logger), authInterceptor(authOptions), limitsInterceptor()];
@@ -200,6 +216,7 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
     intervalMs: config.webhooks.schedulerIntervalMs,
     jobs: [
       ...webhooks.jobs,
+      ...usage.jobs,
       expiryNoticesJob(dataSource, webhooks.outbox, {
         expiringMs: config.webhooks.expiringNoticeMs,
         trialExpiringMs: config.webhooks.trialExpiringNoticeMs,
@@ -214,6 +231,7 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
   const close = async () => {
     await scheduler.close();
     await webhooks.close(config.shutdownGraceMs);
+    await usage.close();
     await licensing.close();
     await readyBus.close();
     await readyCoordinator.close();

@@ -6,6 +6,7 @@ import { ClientAdminService } from "../gen/provision/v1/client_admin_pb.js";
 import { EntitlementService } from "../gen/provision/v1/entitlement_pb.js";
 import { FeedbackService } from "../gen/provision/v1/feedback_pb.js";
 import { ObservabilityService } from "../gen/provision/v1/observability_pb.js";
+import { UsageAdminService } from "../gen/provision/v1/usage_admin_pb.js";
 import { UsageService } from "../gen/provision/v1/usage_pb.js";
 import { WebhookService } from "../gen/provision/v1/webhook_pb.js";
 import { type ClientAdminDependencies, createClientAdminService } from "./auth/client-admin-service.js";
@@ -14,7 +15,13 @@ import { createActivationService } from "./licensing/activation-service.js";
 import { createEntitlementService } from "./licensing/entitlement-service.js";
 import type { LicensingDependencies } from "./licensing/licensing-dependencies.js";
 import type { SessionCallDependencies } from "./licensing/session-calls.js";
+import { createFeedbackService } from "./observability/feedback-service.js";
+import type { ObservabilityDependencies } from "./observability/observability-dependencies.js";
+import { createObservabilityService } from "./observability/observability-service.js";
 import { implementation, type ServiceImplementation } from "./server/in-process-rpc.js";
+import { createUsageAdminService } from "./usage/usage-admin-service.js";
+import type { UsageAdminDependencies, UsageDependencies } from "./usage/usage-dependencies.js";
+import { createUsageService } from "./usage/usage-service.js";
 import type { WebhookDependencies } from "./webhooks/webhook-dependencies.js";
 import { createWebhookService } from "./webhooks/webhook-service.js";
 
@@ -24,6 +31,7 @@ export const ALL_SERVICES: DescService[] = [
   EntitlementService,
   ActivationService,
   UsageService,
+  UsageAdminService,
   ObservabilityService,
   FeedbackService,
   WebhookService,
@@ -34,6 +42,9 @@ export interface ServiceDependencies extends CatalogDependencies, ClientAdminDep
   licensing: LicensingDependencies;
   activation: SessionCallDependencies;
   webhooks: WebhookDependencies;
+  observability: ObservabilityDependencies;
+  usageAdmin: UsageAdminDependencies;
+  usage: UsageDependencies;
 }
 
 /**
@@ -47,6 +58,10 @@ export function implementServices(deps: ServiceDependencies): ServiceImplementat
     implementation(EntitlementService, createEntitlementService(deps.licensing)),
     implementation(ActivationService, createActivationService(deps.activation)),
     implementation(WebhookService, createWebhookService(deps.webhooks)),
+    implementation(ObservabilityService, createObservabilityService(deps.observability)),
+    implementation(FeedbackService, createFeedbackService(deps.observability)),
+    implementation(UsageAdminService, createUsageAdminService(deps.usageAdmin)),
+    implementation(UsageService, createUsageService(deps.usage)),
   ]);
   return ALL_SERVICES.map((service) => [service, implemented.get(service) ?? {}]);
 }

@@ -11,6 +11,7 @@ import {
   QuotaUsagePolicySchema,
 } from "../../gen/provision/v1/catalog_pb.js";
 import type { Violations } from "../platform/validation.js";
+import { parseConsumptionPeriod } from "../usage/consumption-periods.js";
 
 export const LIMITS = {
   code: 128,
@@ -123,6 +124,8 @@ export function checkMonitoredAsset(violations: Violations, prefix: string, asse
         OverageSeveritySchema,
       )
       .enumValue(`${prefix}meteredUsage.accumulationMethod`, metered.accumulationMethod, AccumulationMethodSchema);
+    const period = parseConsumptionPeriod(metered.consumptionPeriod);
+    if ("problem" in period) violations.add(`${prefix}meteredUsage.consumptionPeriod`, period.problem);
     for (const [index, tier] of metered.usageTiers.entries()) {
       const field = `${prefix}meteredUsage.usageTiers[${index}]`;
       violations

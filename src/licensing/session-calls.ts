@@ -43,7 +43,8 @@ export function sessionOfCall(request: { sessionId: string }, context: HandlerCo
   return caller;
 }
 
-function sessionGone(state: number): DomainError {
+/** The 401 answer to a token of a session no longer live. */
+export function sessionGone(state: number): DomainError {
   const what = state === SESSION_STATE.released ? "released" : "ended";
   return new DomainError("unauthenticated", `the license session was ${what}; activate again`, {
     slug: `session-${what}`,

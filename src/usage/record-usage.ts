@@ -6,7 +6,7 @@ import {
   type RecordUsageTransactionsResponse,
   RecordUsageTransactionsResponseSchema,
 } from "../../gen/provision/v1/usage_pb.js";
-import { sessionOfCall } from "../licensing/session-calls.js";
+import { liveSessionOfCall } from "../licensing/live-session.js";
 import { inTransaction, isUniqueViolation } from "../platform/database.js";
 import { DomainError } from "../platform/errors.js";
 import type { MeterRef, Reserved } from "./meter-counters.js";
@@ -45,7 +45,7 @@ export async function recordUsageTransactions(
   request: RecordUsageTransactionsRequest,
   context: HandlerContext,
 ): Promise<RecordUsageTransactionsResponse> {
-  const { sessionId, entitlementId } = sessionOfCall(request, context);
+  const { sessionId, entitlementId } = await liveSessionOfCall(deps.sessions, request.sessionId, context);
   const usage = await entitlementUsageOf(deps, entitlementId);
   let checkDuplicates = false;
   let toRebuild: { ref: MeterRef; generation: number }[] = [];

@@ -5,7 +5,7 @@ import {
   type TryPreallocateResponse,
   TryPreallocateResponseSchema,
 } from "../../gen/provision/v1/usage_pb.js";
-import { sessionOfCall } from "../licensing/session-calls.js";
+import { liveSessionOfCall } from "../licensing/live-session.js";
 import { DomainError, invalidArgument } from "../platform/errors.js";
 import type { MeterRef } from "./meter-counters.js";
 import { preallocationResultOf } from "./preallocation-result.js";
@@ -25,7 +25,7 @@ export async function tryPreallocate(
   request: TryPreallocateRequest,
   context: HandlerContext,
 ): Promise<TryPreallocateResponse> {
-  const caller = sessionOfCall(request, context);
+  const caller = await liveSessionOfCall(deps.sessions, request.sessionId, context);
   const amountMicro = amountOf(request.amount);
   const usage = await entitlementUsageOf(deps, caller.entitlementId);
   const asset = meteredAssetOf(usage, request.metric, "metric");

@@ -1,4 +1,5 @@
 import type { DataSource } from "typeorm";
+import type { LiveSessions } from "../licensing/live-session.js";
 import type { ObservabilityReads } from "../observability/observability-dependencies.js";
 import type { Clock } from "../platform/clock.js";
 import type { Logger } from "../platform/logger.js";
@@ -20,6 +21,8 @@ export interface UsageDependencies {
   counters: MeterCounters;
   statusEvents: UsageStatusEvents;
   grants: GrantWriter;
+  /** Whether a session is still live (a released or ended session's token is refused). */
+  sessions: LiveSessions;
 }
 
 /** What the vendor-side usage reports and top-ups are built from. */

@@ -1,4 +1,5 @@
 import type { DataSource } from "typeorm";
+import type { LiveSessions } from "../licensing/live-session.js";
 import type { Clock } from "../platform/clock.js";
 import type { Coordinator } from "../platform/coordinator.js";
 import type { InvalidationBus } from "../platform/invalidation-bus.js";
@@ -22,6 +23,7 @@ export async function createUsage(options: {
   coordinator: Coordinator;
   /** The webhook outbox overage and balance events are written to. */
   events: Outbox;
+  sessions: LiveSessions;
 }) {
   const { dataSource, clock, logger } = options;
   const store = new UsageStore(dataSource);
@@ -39,6 +41,7 @@ export async function createUsage(options: {
     counters,
     statusEvents,
     grants,
+    sessions: options.sessions,
   };
   return { dependencies, jobs: [autoBalanceJob(dependencies)], close: () => grants.close() };
 }

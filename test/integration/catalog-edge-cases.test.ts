@@ -395,6 +395,38 @@ for (const mode of MODES) {
     t.deepEqual(problemFields(balance.body), ["balanceUsageId"]);
     t.deepEqual((await getProduct(baseUrl, product.id)).monitoredAssets, []);
   });
+
+  test(`${mode}: an invalid consumptionPeriod answers 400 naming it, on create, change and import`, async (t) => {
+    const { baseUrl } = t.context.servers[mode];
+    const product = await createProduct(baseUrl, { productCode: "ASSET-BAD-PERIOD" });
+    const assetsPath = `${PRODUCTS}/${product.id}/monitored-resources`;
+    const withPeriod = (consumptionPeriod: string) => ({
+      ...meteredAsset,
+      meteredUsage: { ...meteredAsset.meteredUsage, consumptionPeriod },
+    });
+
+    const created = await rest(baseUrl, "POST", assetsPath, withPeriod("monthly"));
+    t.is(created.status, 400);
+    t.deepEqual(problemFields(created.body), ["meteredUsage.consumptionPeriod"]);
+    t.regex(created.body.errors[0].message, /neither a duration nor a cron expression: .*P1M.*cron/);
+    t.deepEqual((await getProduct(baseUrl, product.id)).monitoredAssets, []);
+
+    const added = await rest(baseUrl, "POST", assetsPath, withPeriod("0 0 1 * *"));
+    t.is(added.status, 200, JSON.stringify(added.body));
+    const changed = await rest(baseUrl, "PUT", assetsPath, withPeriod("P0M"));
+    t.is(changed.status, 400);
+    t.deepEqual(problemFields(changed.body), ["meteredUsage.consumptionPeriod"]);
+    t.regex(changed.body.errors[0].message, /at least 1/);
+    const kept = (await getProduct(baseUrl, product.id)).monitoredAssets;
+    t.is(kept[0].meteredUsage.consumptionPeriod, "0 0 1 * *");
+
+    const imported = await importProducts(baseUrl, [
+      { productCode: "IMP-BAD-PERIOD", monitoredAssets: [withPeriod("61 * * * *")] },
+    ]);
+    t.is(imported.status, 400);
+    t.deepEqual(problemFields(imported.body), ["products[0].monitoredAssets[0].meteredUsage.consumptionPeriod"]);
+    t.regex(imported.body.errors[0].message, /not a valid cron expression/);
+  });
 }
 
 // --- 11. concurrent imports on MySQL ----------------------------------------------------------------------

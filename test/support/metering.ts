@@ -52,6 +52,7 @@ export interface MeteredEntitlement {
 export async function meteredEntitlement(
   baseUrl: string,
   assets: Record<string, unknown>[],
+  claimBasedActivation: Record<string, unknown> = {},
 ): Promise<MeteredEntitlement> {
   const suffix = Math.random().toString(36).slice(2, 10);
   const product = await rest(baseUrl, "POST", PRODUCTS, {
@@ -68,7 +69,9 @@ export async function meteredEntitlement(
     name: `Metered ${suffix}`,
     customerId: randomUUID(),
     productIds: [product.body.id],
-    activationPolicy: { claimBasedActivation: { numberOfSeats: 1000, isFloatingLicense: true } },
+    activationPolicy: {
+      claimBasedActivation: { numberOfSeats: 1000, isFloatingLicense: true, ...claimBasedActivation },
+    },
   });
   if (created.status !== 200) throw new Error(`entitlement: ${JSON.stringify(created.body)}`);
   const issued = await rest(baseUrl, "POST", codesPath(created.body.id), { useEntitlementMaxActivations: true });

@@ -1,0 +1,34 @@
+import type { HandlerContext } from "@connectrpc/connect";
+import { readSerially } from "../platform/database.js";
+import { providerOf } from "../server/tenant.js";
+import { SESSION_STATE } from "./entities.js";
+import { type SessionCallDependencies, sessionGone, sessionOfCall } from "./session-calls.js";
+
+/** The session a session call (usage, logs, metrics, ratings) records for, with its owners. */
+export interface SessionOfCall {
+  sessionId: string;
+  entitlementId: string;
+  providerId: string;
+}
+
+/** What tells whether a session is live: the per-instance session cache check-in reads, and its loader. */
+export type LiveSessions = Pick<SessionCallDependencies, "caches" | "store" | "dataSource">;
+
+/**
+ * The caller's session, which must be `sessionId` (403 `wrong-session` otherwise) and still live: a released or
+ * ended session's token is refused (401) as check-in refuses it. The session's state comes from the cache
+ * check-in keeps on each instance (dropped everywhere when the session changes): no database read per call.
+ */
+export async function liveSessionOfCall(
+  sessions: LiveSessions,
+  sessionId: string,
+  context: HandlerContext,
+): Promise<SessionOfCall> {
+  const caller = sessionOfCall({ sessionId }, context);
+  const { dataSource, store } = sessions;
+  const session = await sessions.caches.sessions.get(sessionId, () =>
+    readSerially(dataSource, () => store.findSession(dataSource.manager, sessionId)),
+  );
+  if (session?.state !== SESSION_STATE.live) throw sessionGone(session?.state ?? SESSION_STATE.ended);
+  return { sessionId, entitlementId: caller.entitlementId, providerId: providerOf(context) };
+}

@@ -1,0 +1,66 @@
+interface Waiting<Job, Result> {
+  job: Job;
+  resolve(result: Result): void;
+  reject(error: unknown): void;
+}
+
+export interface GroupCommitOptions<Job> {
+  /** A job's weight (its rows); a group holds jobs weighing `maxWeight` at most (a heavier job goes alone). */
+  weigh: (job: Job) => number;
+  maxWeight: number;
+  /** Writes running at once; jobs arriving while that many run wait and are written together next. */
+  maxInFlight: number;
+}
+
+/**
+ * Group commit: jobs submitted while every write slot is busy wait, and are then written together, in one call
+ * of `write` (one transaction), so many requests share one commit. Under light load each job is written at
+ * once by itself. `write` answers one result per job, in order; every job of a group that fails fails with its
+ * error (nothing of it was stored).
+ */
+export class GroupCommit<Job, Result> {
+  private waiting: Waiting<Job, Result>[] = [];
+  private inFlight = 0;
+
+  constructor(
+    private readonly write: (jobs: Job[]) => Promise<Result[]>,
+    private readonly options: GroupCommitOptions<Job>,
+  ) {}
+
+  /** Resolves once the job's group is committed. */
+  submit(job: Job): Promise<Result> {
+    return new Promise((resolve, reject) => {
+      this.waiting.push({ job, resolve, reject });
+      this.startWrites();
+    });
+  }
+
+  private startWrites(): void {
+    while (this.inFlight < this.options.maxInFlight && this.waiting.length > 0) void this.writeGroup(this.nextGroup());
+  }
+
+  private async writeGroup(group: Waiting<Job, Result>[]): Promise<void> {
+    this.inFlight++;
+    try {
+      const results = await this.write(group.map((waiting) => waiting.job));
+      for (const [index, waiting] of group.entries()) waiting.resolve(results[index]);
+    } catch (error) {
+      for (const waiting of group) waiting.reject(error);
+    } finally {
+      this.inFlight--;
+      this.startWrites();
+    }
+  }
+
+  private nextGroup(): Waiting<Job, Result>[] {
+    const { weigh, maxWeight } = this.options;
+    let count = 1;
+    let weight = weigh(this.waiting[0].job);
+    while (count < this.waiting.length) {
+      weight += weigh(this.waiting[count].job);
+      if (weight > maxWeight) break;
+      count++;
+    }
+    return this.waiting.splice(0, count);
+  }
+}

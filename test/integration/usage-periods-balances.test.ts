@@ -1,0 +1,249 @@
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import anyTest, { type TestFn } from "ava";
+import { bearerWithScopes } from "../support/credentials.js";
+import { type ManualClock, manualClock } from "../support/manual-clock.js";
+import {
+  API_CALLS,
+  CREDITS,
+  creditsPath,
+  entitlementUsagePath,
+  meteredEntitlement,
+  meteredSession,
+  preallocate,
+  sendUsage,
+  usageItems,
+} from "../support/metering.js";
+import { defaultAuthorization, rest } from "../support/rest.js";
+import { startTestServer, type TestServer } from "../support/test-server.js";
+
+// Each server runs on a clock of its own, moved by the tests: they run one at a time.
+const test = anyTest as TestFn<{
+  servers: Record<"mysql" | "embedded", TestServer>;
+  clocks: Record<"mysql" | "embedded", ManualClock>;
+  directory: string;
+}>;
+
+const HOUR = 3_600_000;
+/** Leases long enough for the clock moves below. */
+const LONG_LEASE = { leaseTime: "30.00:00:00" };
+
+/** Metered per UTC hour, with the same tiers as API_CALLS. */
+const HOURLY = {
+  ...API_CALLS,
+  metricName: "hourly",
+  meteredUsage: { ...API_CALLS.meteredUsage, consumptionPeriod: "PT1H" },
+};
+
+/** A gauge: the period's value is the highest amount; above 20 is blocked. */
+const SEATS_IN_USE = {
+  metricName: "seats-in-use",
+  name: "Concurrent users",
+  metricType: 1,
+  meteredUsage: {
+    consumptionPeriod: "P1D",
+    accumulationMethod: 1,
+    usageTiers: [
+      { name: "Included", startUsage: 0, endUsage: 10, quotaUsageLevel: 1, quotaUsagePolicy: 1 },
+      { name: "Busy", startUsage: 10, endUsage: 20, quotaUsageLevel: 3, quotaUsagePolicy: 2 },
+      { name: "Over", startUsage: 20, endUsage: 0, quotaUsageLevel: 4, quotaUsagePolicy: 3 },
+    ],
+  },
+};
+
+/** 50 credits topped up every midnight (UTC) with 20 more, carrying over at most 5 of what is left. */
+const DAILY_CREDITS = {
+  ...CREDITS,
+  metricName: "daily-credits",
+  balanceUsage: {
+    ...CREDITS.balanceUsage,
+    autoBalanceCronSchedule: "0 0 * * *",
+    autoBalanceCreditAmount: 20,
+    shouldAutoBalanceTransferCurrentCredits: true,
+    maxAutoBalanceCreditTransferAmount: 5,
+  },
+};
+
+test.before(async (t) => {
+  const directory = fs.mkdtempSync(path.join(os.tmpdir(), "provision-usage-clock-"));
+  t.context.directory = directory;
+  t.context.clocks = { mysql: manualClock(), embedded: manualClock() };
+  const env = { SCHEDULER_INTERVAL_MS: "3600000" };
+  t.context.servers = {
+    mysql: await startTestServer({ clock: t.context.clocks.mysql, env }),
+    embedded: await startTestServer({
+      clock: t.context.clocks.embedded,
+      env,
+      embedded: { file: path.join(directory, "usage.sqlite") },
+    }),
+  };
+});
+
+test.after.always(async (t) => {
+  for (const server of Object.values(t.context.servers ?? {})) await server.close();
+  fs.rmSync(t.context.directory, { recursive: true, force: true });
+});
+
+/** Moves the server's clock (events are ordered by their time: tests move it between them), and gives its bootstrap client a token that is valid then. */
+async function advance(server: TestServer, clock: ManualClock, ms: number) {
+  clock.advance(ms);
+  defaultAuthorization.set(server.baseUrl, await bearerWithScopes(server, ["*"]));
+}
+
+async function assetEvents(server: TestServer, entitlementId: string, metric: string) {
+  const rows = (await server.app.dataSource.query(
+    `SELECT e.payload FROM webhook_events e JOIN monitored_assets a ON a.id = e.entity_id
+     WHERE a.entitlement_id = ? AND a.metric_name = ? ORDER BY e.created_at, e.id`,
+    [entitlementId, metric],
+  )) as { payload: string }[];
+  return rows.map((row) => JSON.parse(row.payload).data);
+}
+
+async function usageOf(server: TestServer, entitlementId: string, metric: string) {
+  const answer = await rest(server.baseUrl, "GET", entitlementUsagePath(entitlementId));
+  if (answer.status !== 200) throw new Error(JSON.stringify(answer.body));
+  return answer.body.assets.find((asset: { metricName: string }) => asset.metricName === metric);
+}
+
+for (const kind of ["mysql", "embedded"] as const) {
+  test.serial(`${kind}: a new period starts from zero, and its first use reports the way back to Normal`, async (t) => {
+    const server = t.context.servers[kind];
+    await advance(server, t.context.clocks[kind], 0);
+    const clock = t.context.clocks[kind];
+    const entitlement = await meteredEntitlement(server.baseUrl, [HOURLY], LONG_LEASE);
+    const session = await meteredSession(server.baseUrl, entitlement);
+    t.is((await sendUsage(server.baseUrl, session, usageItems("hourly", [110]))).status, 200);
+    const before = await usageOf(server, entitlement.entitlementId, "hourly");
+    t.like(before, { consumption: 110, tier: "Overage", severity: 2, limit: 120 });
+    await advance(server, clock, HOUR);
+    const next = await preallocate(server.baseUrl, session, "hourly", 1);
+    t.like(next.body, { granted: true, currentValue: 1, tier: "Included" });
+    const events = await assetEvents(server, entitlement.entitlementId, "hourly");
+    t.deepEqual(
+      events.map((data) => [data.previousSeverity, data.severity]),
+      [
+        [1, 2],
+        [2, 1],
+      ],
+    );
+    t.is(Date.parse(events[1].periodStart) - Date.parse(events[0].periodStart), HOUR);
+    t.like(await usageOf(server, entitlement.entitlementId, "hourly"), { consumption: 1, severity: 1 });
+  });
+
+  test.serial(`${kind}: an item dated in the previous period counts there, not in the current one`, async (t) => {
+    const server = t.context.servers[kind];
+    await advance(server, t.context.clocks[kind], 0);
+    const clock = t.context.clocks[kind];
+    const entitlement = await meteredEntitlement(server.baseUrl, [HOURLY], LONG_LEASE);
+    const session = await meteredSession(server.baseUrl, entitlement);
+    const previousHour = new Date(Math.floor(clock.now().getTime() / HOUR) * HOUR - 60_000).toISOString();
+    const items = [{ transactionId: 1, eventName: "hourly", eventData: "115", creationDateTime: previousHour }];
+    t.is((await sendUsage(server.baseUrl, session, items)).status, 200);
+    t.like(await usageOf(server, entitlement.entitlementId, "hourly"), { consumption: 0 });
+    const blocked = await sendUsage(server.baseUrl, session, [
+      { transactionId: 2, eventName: "hourly", eventData: "10", creationDateTime: previousHour },
+    ]);
+    t.is(blocked.status, 403, "the previous period's own tiers apply to it");
+    const listed = await rest(
+      server.baseUrl,
+      "GET",
+      `${entitlementUsagePath(entitlement.entitlementId)}/transactions?metric=hourly`,
+    );
+    t.is(listed.body.totalCount, 1);
+    t.like(listed.body.items[0], { transactionId: "1", kind: "transaction", amount: 115 });
+    t.is(Date.parse(listed.body.items[0].occurredAt), Date.parse(previousHour));
+  });
+
+  test.serial(
+    `${kind}: Peak keeps the period's highest amount, and a higher one in a Block tier is refused`,
+    async (t) => {
+      const server = t.context.servers[kind];
+      await advance(server, t.context.clocks[kind], 0);
+      const entitlement = await meteredEntitlement(server.baseUrl, [SEATS_IN_USE], LONG_LEASE);
+      const session = await meteredSession(server.baseUrl, entitlement);
+      t.is((await sendUsage(server.baseUrl, session, usageItems("seats-in-use", [5, 8, 3]))).status, 200);
+      t.like(await usageOf(server, entitlement.entitlementId, "seats-in-use"), {
+        consumption: 8,
+        accumulationMethod: 1,
+      });
+      t.like((await preallocate(server.baseUrl, session, "seats-in-use", 12)).body, {
+        granted: true,
+        currentValue: 12,
+        tier: "Busy",
+        quotaUsageLevel: 3,
+      });
+      t.is((await sendUsage(server.baseUrl, session, usageItems("seats-in-use", [25], 4))).status, 403);
+      t.is((await sendUsage(server.baseUrl, session, usageItems("seats-in-use", [9], 5))).status, 200);
+      t.like(await usageOf(server, entitlement.entitlementId, "seats-in-use"), { consumption: 12, severity: 3 });
+      const events = await assetEvents(server, entitlement.entitlementId, "seats-in-use");
+      t.deepEqual(
+        events.map((data) => [data.previousSeverity, data.severity, data.tier]),
+        [[1, 3, "Busy"]],
+      );
+    },
+  );
+
+  test.serial(`${kind}: a manual top-up adds credits at once and reports the way back to Normal`, async (t) => {
+    const server = t.context.servers[kind];
+    const clock = t.context.clocks[kind];
+    await advance(server, t.context.clocks[kind], 0);
+    const entitlement = await meteredEntitlement(server.baseUrl, [CREDITS], LONG_LEASE);
+    const session = await meteredSession(server.baseUrl, entitlement);
+    t.like((await preallocate(server.baseUrl, session, "credits", 45)).body, { granted: true, quotaUsageLevel: 2 });
+    await advance(server, clock, 1000);
+    const topUp = await rest(server.baseUrl, "POST", creditsPath(entitlement.entitlementId, "credits"), { amount: 50 });
+    t.is(topUp.status, 200, JSON.stringify(topUp.body));
+    t.like(topUp.body, { consumption: 45, limit: 100, creditsLeft: 55, balanceStatus: 1, cumulativeCreditsUsed: 45 });
+    t.truthy(topUp.body.lastDeposit);
+    await advance(server, clock, 1000);
+    t.like((await preallocate(server.baseUrl, session, "credits", 55)).body, { granted: true, currentValue: 100 });
+    t.like((await preallocate(server.baseUrl, session, "credits", 0.000001)).body, { granted: false });
+    const events = await assetEvents(server, entitlement.entitlementId, "credits");
+    t.deepEqual(
+      events.map((data) => [data.previousStatus, data.status]),
+      [
+        [1, 2],
+        [2, 1],
+        [1, 3],
+      ],
+    );
+    const bad = await rest(server.baseUrl, "POST", creditsPath(entitlement.entitlementId, "credits"), { amount: -1 });
+    t.is(bad.status, 400);
+    const metered = await meteredEntitlement(server.baseUrl, [API_CALLS]);
+    const wrong = await rest(server.baseUrl, "POST", creditsPath(metered.entitlementId, "api-calls"), { amount: 1 });
+    t.is(wrong.status, 400);
+  });
+
+  test.serial(`${kind}: the auto-balance schedule starts a new balance period on the scheduler's tick`, async (t) => {
+    const server = t.context.servers[kind];
+    await advance(server, t.context.clocks[kind], 0);
+    const clock = t.context.clocks[kind];
+    const entitlement = await meteredEntitlement(server.baseUrl, [DAILY_CREDITS], LONG_LEASE);
+    const session = await meteredSession(server.baseUrl, entitlement);
+    t.like((await preallocate(server.baseUrl, session, "daily-credits", 40)).body, { granted: true, tier: "Low" });
+    await server.app.scheduler.tick();
+    t.like(await usageOf(server, entitlement.entitlementId, "daily-credits"), { limit: 50, creditsLeft: 10 });
+    const midnight = Math.ceil((clock.now().getTime() + 1) / (24 * HOUR)) * 24 * HOUR;
+    await advance(server, clock, midnight - clock.now().getTime() + 60_000);
+    await server.app.scheduler.tick();
+    const usage = await usageOf(server, entitlement.entitlementId, "daily-credits");
+    t.like(usage, { consumption: 0, limit: 25, creditsLeft: 25, balanceStatus: 1, cumulativeCreditsUsed: 40 });
+    t.is(Date.parse(usage.periodStart), midnight);
+    t.truthy(usage.lastAutoBalanceDate);
+    await advance(server, clock, 1000);
+    t.like((await preallocate(server.baseUrl, session, "daily-credits", 26)).body, { granted: false, limit: 25 });
+    t.like((await preallocate(server.baseUrl, session, "daily-credits", 25)).body, { granted: true, currentValue: 25 });
+    await server.app.scheduler.tick();
+    t.like(await usageOf(server, entitlement.entitlementId, "daily-credits"), { limit: 25, creditsLeft: 0 });
+    const events = await assetEvents(server, entitlement.entitlementId, "daily-credits");
+    t.deepEqual(
+      events.map((data) => [data.previousStatus, data.status]),
+      [
+        [1, 2],
+        [2, 1],
+        [1, 3],
+      ],
+    );
+  });
+}

@@ -1,0 +1,90 @@
+import test from "ava";
+import { GroupCommit } from "../../src/observability/group-commit.js";
+
+/** A write whose calls a test sees and finishes one at a time. */
+function heldWrite() {
+  const calls: { jobs: number[]; finish(error?: Error): void }[] = [];
+  const write = (jobs: number[]) =>
+    new Promise<number[]>((resolve, reject) => {
+      calls.push({
+        jobs,
+        finish: (error) => (error ? reject(error) : resolve(jobs.map((job) => job * 10))),
+      });
+    });
+  return { calls, write };
+}
+
+const settle = () => new Promise((resolve) => setImmediate(resolve));
+
+test("jobs submitted while a write is in flight are written next, together, each answered its own result", async (t) => {
+  const { calls, write } = heldWrite();
+  const groups = new GroupCommit(write, { weigh: () => 1, maxWeight: 100, maxInFlight: 1 });
+  const first = groups.submit(1);
+  const waiting = [groups.submit(2), groups.submit(3), groups.submit(4)];
+  await settle();
+  t.deepEqual(
+    calls.map((call) => call.jobs),
+    [[1]],
+    "one write at a time",
+  );
+  calls[0].finish();
+  t.is(await first, 10);
+  await settle();
+  t.deepEqual(calls[1].jobs, [2, 3, 4]);
+  calls[1].finish();
+  t.deepEqual(await Promise.all(waiting), [20, 30, 40]);
+});
+
+test("a failed write fails every job of its group, and the next group is written still", async (t) => {
+  const { calls, write } = heldWrite();
+  const groups = new GroupCommit(write, { weigh: () => 1, maxWeight: 100, maxInFlight: 1 });
+  const first = groups.submit(1);
+  const failing = [groups.submit(2), groups.submit(3)];
+  const outcomes = Promise.allSettled(failing);
+  await settle();
+  calls[0].finish();
+  await first;
+  await settle();
+  const later = groups.submit(4);
+  calls[1].finish(new Error("deadlock"));
+  t.deepEqual(
+    (await outcomes).map((outcome) => (outcome.status === "rejected" ? (outcome.reason as Error).message : "ok")),
+    ["deadlock", "deadlock"],
+  );
+  await settle();
+  t.deepEqual(calls[2].jobs, [4]);
+  calls[2].finish();
+  t.is(await later, 40);
+});
+
+test("a group stops before the job that would pass the weight limit; a heavier job goes alone", async (t) => {
+  const { calls, write } = heldWrite();
+  const groups = new GroupCommit(write, { weigh: (job: number) => job, maxWeight: 10, maxInFlight: 1 });
+  const all = [groups.submit(1), groups.submit(4), groups.submit(5), groups.submit(2), groups.submit(30)];
+  for (let round = 0; round < 4; round++) {
+    await settle();
+    calls[round].finish();
+  }
+  await Promise.all(all);
+  t.deepEqual(
+    calls.map((call) => call.jobs),
+    [[1], [4, 5], [2], [30]],
+  );
+});
+
+test("with two write slots, two jobs are written at once and the jobs arriving meanwhile wait for a free slot", async (t) => {
+  const { calls, write } = heldWrite();
+  const groups = new GroupCommit(write, { weigh: () => 1, maxWeight: 100, maxInFlight: 2 });
+  const all = [1, 2, 3, 4, 5].map((job) => groups.submit(job));
+  await settle();
+  t.deepEqual(
+    calls.map((call) => call.jobs),
+    [[1], [2]],
+  );
+  calls[1].finish();
+  await settle();
+  t.deepEqual(calls[2].jobs, [3, 4, 5], "the freed slot takes every waiting job");
+  calls[0].finish();
+  calls[2].finish();
+  t.deepEqual(await Promise.all(all), [10, 20, 30, 40, 50]);
+});
