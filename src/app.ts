@@ -30,7 +30,7 @@ import { migrations } from "./platform/migrations/index.js";
 import { createScheduler, type Scheduler } from "./platform/scheduler.js";
 import { errorInterceptor } from "./server/error-interceptor.js";
 import type { RequestHandler } from "./server/http-server.js";
-import { createInProcessInvoker } from "./server/in-process-rpc.js";
+import { createInProcessInvoker, type ServiceImplementation } from "./server/in-process-rpc.js";
 import { limitsInterceptor } from "./server/limits-interceptor.js";
 import { answerUnknownRpc, createRequestHandler } from "./server/request-handler.js";
 import { checkJsonLimits } from "./server/request-limits.js";
@@ -59,6 +59,8 @@ export interface AppOptions {
   clock?: Clock;
   /** Tests: resolve webhook host names without DNS, and fix the retry jitter. */
   webhooks?: Pick<WebhookRuntimeOptions, "lookup" | "random">;
+  /** Adjusts the implementations (tests: withhold one to see how an unimplemented RPC answers). */
+  services?: (implementations: ServiceImplementation[]) => ServiceImplementation[];
   /** Adjusts the RPC handler's options (tests: spy on its in-process invoker, or leave it out). */
   rpc?: (options: RpcHandlerOptions) => RpcHandlerOptions;
 }
@@ -152,7 +154,7 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
     events: webhooks.outbox,
     sessions: licensing.activation,
   });
-  const implementations = implementServices({
+  const allImplemented = implementServices({
     repository: catalog,
     products,
     identity,
@@ -165,6 +167,7 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
     usageAdmin: { ...usage.dependencies, observability: observability.reads },
     usage: usage.dependencies,
   });
+  const implementations = options.services?.(allImplemented) ?? allImplemented;
   const authOptions = { tokens, clients, licenseSessions: licensing.verifier };
   const interceptors = [errorInterceptor(logger), authInterceptor(authOptions), limitsInterceptor()];
   const invoke = createInProcessInvoker(implementations, interceptors);

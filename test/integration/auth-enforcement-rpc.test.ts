@@ -61,6 +61,12 @@ const EMPTY_REQUEST_OUTCOMES: Record<string, Code | "OK"> = {
   GetDelivery: Code.InvalidArgument,
   RequeueDelivery: Code.InvalidArgument,
   RequeueFailedDeliveries: Code.InvalidArgument,
+  GetEntitlementUsage: Code.InvalidArgument,
+  ListUsageTransactions: Code.InvalidArgument,
+  AddCredits: Code.InvalidArgument,
+  ListSessionLogs: Code.InvalidArgument,
+  ListSessionMetrics: Code.InvalidArgument,
+  ListRatings: "OK",
 };
 
 /** The expected outcome of an empty request, as a Connect code (undefined: success); fails for a missing entry. */
@@ -119,9 +125,15 @@ function challengeOf(t: ExecutionContext, header: string | undefined, what: stri
   return header ?? "";
 }
 
-test("the client RPCs cover every service but activation, usage, observability and feedback", (t) => {
+test("the client RPCs cover every service but the session calls (activation, usage, observability, feedback)", (t) => {
   const services = new Set(METHODS.map(({ rpc }) => rpc.parent.name));
-  t.deepEqual([...services].sort(), ["CatalogService", "ClientAdminService", "EntitlementService", "WebhookService"]);
+  t.deepEqual([...services].sort(), [
+    "CatalogService",
+    "ClientAdminService",
+    "EntitlementService",
+    "UsageAdminService",
+    "WebhookService",
+  ]);
 });
 
 for (const { rpc, scope } of METHODS) {

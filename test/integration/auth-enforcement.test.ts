@@ -106,6 +106,12 @@ const ALLOWED_OUTCOMES: Record<string, { status: number; problem?: string }> = {
   GetDelivery: { status: 404, problem: "not-found" },
   RequeueDelivery: { status: 404, problem: "not-found" },
   RequeueFailedDeliveries: { status: 404, problem: "not-found" },
+  GetEntitlementUsage: { status: 404, problem: "not-found" },
+  ListUsageTransactions: { status: 404, problem: "not-found" },
+  AddCredits: { status: 404, problem: "not-found" },
+  ListSessionLogs: { status: 404, problem: "not-found" },
+  ListSessionMetrics: { status: 404, problem: "not-found" },
+  ListRatings: { status: 200 },
 };
 
 for (const route of ROUTES) {

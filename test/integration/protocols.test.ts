@@ -12,6 +12,7 @@ import {
 } from "../../gen/provision/v1/catalog_pb.js";
 import { FeedbackService, SubmitRatingRequestSchema } from "../../gen/provision/v1/feedback_pb.js";
 import { ProblemDetailsSchema } from "../../gen/provision/v1/problem_pb.js";
+import { withholding } from "../support/contract.js";
 import { authorizationMetadata, sendAuthorization } from "../support/credentials.js";
 import { grpcClient } from "../support/grpc-client.js";
 import { activate, entitlementWithCode } from "../support/licensing.js";
@@ -21,7 +22,7 @@ import { startTestServer, type TestServer } from "../support/test-server.js";
 const test = anyTest as TestFn<{ server: TestServer }>;
 
 test.before(async (t) => {
-  t.context.server = await startTestServer();
+  t.context.server = await startTestServer({ services: withholding("provision.v1.FeedbackService", "submitRating") });
 });
 
 test.after.always(async (t) => {

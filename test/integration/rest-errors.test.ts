@@ -1,4 +1,5 @@
 import anyTest, { type TestFn } from "ava";
+import { withholding } from "../support/contract.js";
 import { activate, entitlementWithCode, sessionIdOf } from "../support/licensing.js";
 import { PRODUCTS, rest } from "../support/rest.js";
 import { startTestServer, type TestServer } from "../support/test-server.js";
@@ -6,7 +7,10 @@ import { startTestServer, type TestServer } from "../support/test-server.js";
 const test = anyTest as TestFn<{ server: TestServer }>;
 
 test.before(async (t) => {
-  t.context.server = await startTestServer({ env: { BODY_LIMIT_BYTES: "4096" } });
+  t.context.server = await startTestServer({
+    env: { BODY_LIMIT_BYTES: "4096" },
+    services: withholding("provision.v1.FeedbackService", "submitRating"),
+  });
 });
 
 test.after.always(async (t) => {
@@ -123,9 +127,9 @@ test("an unimplemented RPC answers 501, never a fake success", async (t) => {
   const { code } = await entitlementWithCode(baseUrl, {});
   const token = (await activate(baseUrl, { activationCode: code, fingerprint: "unimplemented" })).body.licenseToken;
   const sessionId = sessionIdOf(token);
+  // Every RPC is implemented now: the server of this file withholds SubmitRating's implementation.
   const paths: [string, string, unknown?][] = [
-    ["POST", "/api/v1/provision/user-feedback/rating", { rating: 5 }],
-    ["POST", `/api/v1/provision/observability/sessions/${sessionId}/observability/log`, []],
+    ["POST", "/api/v1/provision/user-feedback/rating", { sessionId, rating: 5 }],
   ];
   for (const [method, path, body] of paths) {
     const response = await rest(baseUrl, method, path, body, { authorization: `Bearer ${token}` });

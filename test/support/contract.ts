@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { type DescMethod, getOption, ScalarType } from "@bufbuild/protobuf";
 import { AuthMode, auth } from "../../gen/provision/v1/auth_pb.js";
+import type { ServiceImplementation } from "../../src/server/in-process-rpc.js";
 import { routesFromAnnotations } from "../../src/server/rest/route-table.js";
 import { ALL_SERVICES } from "../../src/services.js";
 
@@ -10,7 +11,18 @@ export const IMPLEMENTED_SERVICES = new Set([
   "provision.v1.ClientAdminService",
   "provision.v1.EntitlementService",
   "provision.v1.WebhookService",
+  "provision.v1.UsageAdminService",
 ]);
+
+/** Withholds one RPC's implementation: the server answers it `unimplemented`, as it would one not built yet. */
+export function withholding(serviceTypeName: string, method: string) {
+  return (implementations: ServiceImplementation[]): ServiceImplementation[] =>
+    implementations.map(([service, impl]) => {
+      if (service.typeName !== serviceTypeName) return [service, impl];
+      const { [method]: _withheld, ...others } = impl as Record<string, unknown>;
+      return [service, others];
+    });
+}
 
 /** A REST route of the contract that takes client credentials, with its path variables filled in. */
 export interface ClientRoute {
@@ -57,7 +69,7 @@ export function clientRoutes(): ClientRoute[] {
     });
 }
 
-export const SCOPE_AREAS = ["catalog", "entitlements", "reporting", "webhooks", "clients"];
+export const SCOPE_AREAS = ["catalog", "entitlements", "usage", "reporting", "webhooks", "clients"];
 export const SCOPE_VERBS = ["read", "create", "update", "write", "delete"];
 
 /**

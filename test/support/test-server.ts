@@ -38,6 +38,8 @@ export interface TestServerOptions {
   httpTimeouts?: ListenOptions["timeouts"];
   /** Adjusts the RPC handler's options (see AppOptions). */
   rpc?: AppOptions["rpc"];
+  /** Adjusts the implementations (see AppOptions). */
+  services?: AppOptions["services"];
   /** Webhook host-name resolution and retry jitter (see AppOptions). */
   webhooks?: AppOptions["webhooks"];
 }
@@ -89,7 +91,12 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   const logger = createLogger(config.logLevel, sink);
   let app: App;
   try {
-    app = await createApp(config, logger, { clock: options.clock, rpc: options.rpc, webhooks: options.webhooks });
+    app = await createApp(config, logger, {
+      clock: options.clock,
+      rpc: options.rpc,
+      webhooks: options.webhooks,
+      services: options.services,
+    });
   } catch (error) {
     await database?.drop();
     throw error;
