@@ -1,0 +1,166 @@
+import { create } from "@bufbuild/protobuf";
+import { createClient } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import anyTest, { type TestFn } from "ava";
+import { UsageAdminService } from "../../gen/provision/v1/usage_admin_pb.js";
+import {
+  TryPreallocateRequestSchema,
+  type TryPreallocateResponse,
+  UsageService,
+} from "../../gen/provision/v1/usage_pb.js";
+import { accessToken } from "../support/auth.js";
+import { authorizationMetadata, sendAuthorization } from "../support/credentials.js";
+import { grpcClient } from "../support/grpc-client.js";
+import { sessionCall } from "../support/licensing.js";
+import {
+  API_CALLS,
+  CREDITS,
+  creditsPath,
+  entitlementUsagePath,
+  meteredEntitlement,
+  meteredSession,
+  preallocate,
+  sendUsage,
+  usageItems,
+} from "../support/metering.js";
+import { createProviderWithClient } from "../support/providers.js";
+import { rest } from "../support/rest.js";
+import { startTestServer, type TestServer } from "../support/test-server.js";
+
+const test = anyTest as TestFn<{ server: TestServer }>;
+
+test.before(async (t) => {
+  t.context.server = await startTestServer();
+});
+
+test.after.always(async (t) => {
+  await t.context.server?.close();
+});
+
+test("GetEntitlementUsage shows each asset's period, consumption, tier and balance", async (t) => {
+  const { baseUrl } = t.context.server;
+  const entitlement = await meteredEntitlement(baseUrl, [API_CALLS, CREDITS]);
+  const session = await meteredSession(baseUrl, entitlement);
+  await sendUsage(baseUrl, session, [...usageItems("api-calls", [60, 45]), ...usageItems("credits", [12.5], 3)]);
+  const answer = await rest(baseUrl, "GET", entitlementUsagePath(entitlement.entitlementId));
+  t.is(answer.status, 200);
+  const byMetric = Object.fromEntries(
+    answer.body.assets.map((asset: { metricName: string }) => [asset.metricName, asset]),
+  );
+  t.like(byMetric["api-calls"], {
+    metricType: 1,
+    consumption: 105,
+    tier: "Overage",
+    severity: 2,
+    quotaUsagePolicy: 2,
+    limit: 120,
+    productId: entitlement.productId,
+  });
+  const start = new Date(byMetric["api-calls"].periodStart);
+  t.is(start.getUTCDate(), 1, "P1M periods are calendar months");
+  t.like(byMetric.credits, {
+    metricType: 2,
+    consumption: 12.5,
+    limit: 50,
+    creditsLeft: 37.5,
+    balanceStatus: 1,
+    cumulativeCreditsUsed: 12.5,
+  });
+});
+
+test("ListUsageTransactions pages and filters by metric, session and time", async (t) => {
+  const { baseUrl } = t.context.server;
+  const entitlement = await meteredEntitlement(baseUrl, [API_CALLS, CREDITS]);
+  const [first, second] = [await meteredSession(baseUrl, entitlement), await meteredSession(baseUrl, entitlement)];
+  await sendUsage(baseUrl, first, usageItems("api-calls", [1, 2, 3]));
+  await sendUsage(baseUrl, second, usageItems("credits", [4]));
+  await preallocate(baseUrl, second, "api-calls", 5);
+  const list = (query: string) =>
+    rest(baseUrl, "GET", `${entitlementUsagePath(entitlement.entitlementId)}/transactions${query}`);
+  const all = await list("?pageSize=2");
+  t.like(all.body, { totalCount: 5, totalPages: 3, hasNextPage: true, currentPage: 1, pageSize: 2 });
+  t.like((await list("?metric=api-calls")).body, { totalCount: 4 });
+  const ofSecond = await list(`?sessionId=${second.sessionId}`);
+  t.deepEqual(ofSecond.body.items.map((item: { kind: string; amount: number }) => [item.kind, item.amount]).sort(), [
+    ["preallocation", 5],
+    ["transaction", 4],
+  ]);
+  const future = new Date(Date.now() + 3_600_000).toISOString();
+  t.like((await list(`?from=${future}`)).body, { totalCount: 0, items: [] });
+  t.like((await list(`?to=${future}&metric=credits`)).body, { totalCount: 1 });
+  t.is((await list("?sessionId=not-a-uuid")).status, 400);
+});
+
+test("another provider's entitlement is not found by the reports or the top-up", async (t) => {
+  const { server } = t.context;
+  const entitlement = await meteredEntitlement(server.baseUrl, [CREDITS]);
+  const other = await createProviderWithClient(server);
+  const authorization = `Bearer ${await accessToken(server.baseUrl, other.clientId, other.clientSecret)}`;
+  const headers = { authorization };
+  const usage = await rest(server.baseUrl, "GET", entitlementUsagePath(entitlement.entitlementId), undefined, headers);
+  t.is(usage.status, 404);
+  const path = `${entitlementUsagePath(entitlement.entitlementId)}/transactions`;
+  t.is((await rest(server.baseUrl, "GET", path, undefined, headers)).status, 404);
+  const topUp = await rest(
+    server.baseUrl,
+    "POST",
+    creditsPath(entitlement.entitlementId, "credits"),
+    { amount: 5 },
+    headers,
+  );
+  t.is(topUp.status, 404);
+  const mine = await rest(server.baseUrl, "GET", entitlementUsagePath(entitlement.entitlementId));
+  t.is(mine.body.assets[0].limit, 50, "the refused top-up changed nothing");
+});
+
+test("a batch of more than 1,000 items answers 413 before any work", async (t) => {
+  const { baseUrl } = t.context.server;
+  const entitlement = await meteredEntitlement(baseUrl, [API_CALLS]);
+  const session = await meteredSession(baseUrl, entitlement);
+  const tooMany = await sendUsage(baseUrl, session, usageItems("api-calls", Array(1001).fill(0.01)));
+  t.is(tooMany.status, 413);
+  t.is(tooMany.body.type, "urn:provision:problem:too-many-items");
+  const justRight = await sendUsage(baseUrl, session, usageItems("api-calls", Array(1000).fill(0.01)));
+  t.deepEqual(justRight.body, { acceptedCount: 1000, duplicateCount: 0 });
+});
+
+test("usage calls refuse another session's token, and a released session's", async (t) => {
+  const { baseUrl } = t.context.server;
+  const entitlement = await meteredEntitlement(baseUrl, [API_CALLS]);
+  const [mine, theirs] = [await meteredSession(baseUrl, entitlement), await meteredSession(baseUrl, entitlement)];
+  const wrong = await rest(baseUrl, "POST", `/api/v1/provision/usage/sessions/${theirs.sessionId}/transactions`, [], {
+    authorization: mine.authorization,
+  });
+  t.is(wrong.status, 403);
+  t.is((await preallocate(baseUrl, { ...mine, sessionId: theirs.sessionId }, "api-calls", 1)).status, 403);
+  await sessionCall(baseUrl, mine.authorization.slice("Bearer ".length), "release");
+  const released = await preallocate(baseUrl, mine, "api-calls", 1);
+  t.is(released.status, 401);
+  t.is(released.body.type, "urn:provision:problem:session-released");
+  t.is((await sendUsage(baseUrl, mine, usageItems("api-calls", [1]))).status, 401);
+  t.is((await preallocate(baseUrl, theirs, "nope", 1)).body.type, "urn:provision:problem:metric-not-found");
+  t.is((await preallocate(baseUrl, theirs, "api-calls", 0)).status, 400);
+});
+
+test("pre-allocation over gRPC and the usage report over Connect", async (t) => {
+  const { server } = t.context;
+  const entitlement = await meteredEntitlement(server.baseUrl, [API_CALLS]);
+  const session = await meteredSession(server.baseUrl, entitlement);
+  const client = grpcClient(UsageService, `127.0.0.1:${server.port}`);
+  t.teardown(() => client.close());
+  const answer = await client.call<TryPreallocateResponse>(
+    "tryPreallocate",
+    create(TryPreallocateRequestSchema, { sessionId: session.sessionId, metric: "api-calls", amount: 101 }),
+    authorizationMetadata(session.authorization),
+  );
+  t.like(answer.preallocationResult, { granted: true, currentValue: 101, tier: "Overage" });
+  const transport = createConnectTransport({
+    baseUrl: server.baseUrl,
+    httpVersion: "1.1",
+    interceptors: [sendAuthorization(server.adminAuthorization)],
+  });
+  const usage = await createClient(UsageAdminService, transport).getEntitlementUsage({
+    entitlementId: entitlement.entitlementId,
+  });
+  t.is(usage.assets[0].consumption, 101);
+});
