@@ -39,17 +39,10 @@ export class MeterCounters {
 
   /** The counter usage dated `at` counts in; undefined for an informational asset (no usage model). */
   async refOf(usage: EntitlementUsage, asset: UsageAsset, at: Date): Promise<MeterRef | undefined> {
-    const common = {
-      asset,
-      usage,
-      assetId: asset.id,
-      providerId: usage.providerId,
-      entitlementId: usage.entitlementId,
-    };
     if (asset.metered) {
       const period = periodOf(asset.metered.period, at);
       return {
-        ...common,
+        ...owners(usage, asset),
         periodStart: period.start,
         periodEnd: period.end,
         initialCreditsMicro: null,
@@ -66,17 +59,10 @@ export class MeterCounters {
 
   /** A credit balance's counter of the period starting at `start` (with `credits` for a new period row). */
   refAt(usage: EntitlementUsage, asset: UsageAsset, start: Date, credits?: number): MeterRef | undefined {
-    const common = {
-      asset,
-      usage,
-      assetId: asset.id,
-      providerId: usage.providerId,
-      entitlementId: usage.entitlementId,
-    };
     if (asset.balance) {
       const initial = credits ?? asset.balance.initialCreditsMicro;
       return {
-        ...common,
+        ...owners(usage, asset),
         periodStart: start,
         periodEnd: null,
         initialCreditsMicro: asset.balance.unlimited ? null : initial,
@@ -166,4 +152,8 @@ export function nextFireAfter(cron: string, after: Date): Date | null {
   } catch {
     return null;
   }
+}
+
+function owners(usage: EntitlementUsage, asset: UsageAsset) {
+  return { asset, usage, assetId: asset.id, providerId: usage.providerId, entitlementId: usage.entitlementId };
 }
