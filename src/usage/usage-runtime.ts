@@ -8,6 +8,7 @@ import type { Outbox } from "../webhooks/outbox.js";
 import { autoBalanceJob } from "./auto-balance-job.js";
 import { GrantWriter } from "./grant-writer.js";
 import { MeterCounters } from "./meter-counters.js";
+import { periodRolloverJob } from "./period-rollover-job.js";
 import { UsageBalanceStore } from "./usage-balance-store.js";
 import type { UsageDependencies } from "./usage-dependencies.js";
 import { UsageDirectory } from "./usage-directory.js";
@@ -43,5 +44,9 @@ export async function createUsage(options: {
     grants,
     sessions: options.sessions,
   };
-  return { dependencies, jobs: [autoBalanceJob(dependencies)], close: () => grants.close() };
+  return {
+    dependencies,
+    jobs: [autoBalanceJob(dependencies), periodRolloverJob(dependencies)],
+    close: () => grants.close(),
+  };
 }

@@ -255,6 +255,23 @@ export class UsageStore {
     return { periodStart: rowDate(row.period_start) as Date, status: Number(row.status) };
   }
 
+  /** Metered assets whose last reported severity is above Normal, oldest period first: candidates for roll-over. */
+  async raisedMeteredStatuses(limit: number): Promise<{ assetId: string; entitlementId: string; periodStart: Date }[]> {
+    return readSerially(this.dataSource, async () => {
+      const rows = (await this.dataSource.query(
+        `SELECT s.asset_id, a.entitlement_id, s.period_start FROM usage_statuses s
+          JOIN monitored_assets a ON a.id = s.asset_id
+          WHERE s.status > 1 AND a.metric_type = 1 ORDER BY s.period_start LIMIT ?`,
+        [limit],
+      )) as { asset_id: string; entitlement_id: string; period_start: unknown }[];
+      return rows.map((row) => ({
+        assetId: row.asset_id,
+        entitlementId: row.entitlement_id,
+        periodStart: rowDate(row.period_start) as Date,
+      }));
+    });
+  }
+
   async saveStatus(manager: EntityManager, assetId: string, stored: StoredStatus, now: Date): Promise<void> {
     await manager.query("UPDATE usage_statuses SET period_start = ?, status = ?, updated_at = ? WHERE asset_id = ?", [
       sqlDate(this.dialect, stored.periodStart),

@@ -107,29 +107,39 @@ async function usageOf(server: TestServer, entitlementId: string, metric: string
 }
 
 for (const kind of ["mysql", "embedded"] as const) {
-  test.serial(`${kind}: a new period starts from zero, and its first use reports the way back to Normal`, async (t) => {
-    const server = t.context.servers[kind];
-    await advance(server, t.context.clocks[kind], 0);
-    const clock = t.context.clocks[kind];
-    const entitlement = await meteredEntitlement(server.baseUrl, [HOURLY], LONG_LEASE);
-    const session = await meteredSession(server.baseUrl, entitlement);
-    t.is((await sendUsage(server.baseUrl, session, usageItems("hourly", [110]))).status, 200);
-    const before = await usageOf(server, entitlement.entitlementId, "hourly");
-    t.like(before, { consumption: 110, tier: "Overage", severity: 2, limit: 120 });
-    await advance(server, clock, HOUR);
-    const next = await preallocate(server.baseUrl, session, "hourly", 1);
-    t.like(next.body, { granted: true, currentValue: 1, tier: "Included" });
-    const events = await assetEvents(server, entitlement.entitlementId, "hourly");
-    t.deepEqual(
-      events.map((data) => [data.previousSeverity, data.severity]),
-      [
-        [1, 2],
+  test.serial(
+    `${kind}: a new period starts from zero, and its first tick reports the way back to Normal`,
+    async (t) => {
+      const server = t.context.servers[kind];
+      await advance(server, t.context.clocks[kind], 0);
+      const clock = t.context.clocks[kind];
+      const entitlement = await meteredEntitlement(server.baseUrl, [HOURLY], LONG_LEASE);
+      const session = await meteredSession(server.baseUrl, entitlement);
+      t.is((await sendUsage(server.baseUrl, session, usageItems("hourly", [110]))).status, 200);
+      const before = await usageOf(server, entitlement.entitlementId, "hourly");
+      t.like(before, { consumption: 110, tier: "Overage", severity: 2, limit: 120 });
+      await advance(server, clock, HOUR);
+      await server.app.scheduler.tick();
+      t.deepEqual(
+        (await assetEvents(server, entitlement.entitlementId, "hourly")).map((data) => data.severity),
         [2, 1],
-      ],
-    );
-    t.is(Date.parse(events[1].periodStart) - Date.parse(events[0].periodStart), HOUR);
-    t.like(await usageOf(server, entitlement.entitlementId, "hourly"), { consumption: 1, severity: 1 });
-  });
+        "the new period's first tick reports Normal, before any use",
+      );
+      await advance(server, clock, 1000);
+      const next = await preallocate(server.baseUrl, session, "hourly", 1);
+      t.like(next.body, { granted: true, currentValue: 1, tier: "Included" });
+      const events = await assetEvents(server, entitlement.entitlementId, "hourly");
+      t.deepEqual(
+        events.map((data) => [data.previousSeverity, data.severity]),
+        [
+          [1, 2],
+          [2, 1],
+        ],
+      );
+      t.is(Date.parse(events[1].periodStart) - Date.parse(events[0].periodStart), HOUR);
+      t.like(await usageOf(server, entitlement.entitlementId, "hourly"), { consumption: 1, severity: 1 });
+    },
+  );
 
   test.serial(`${kind}: an item dated in the previous period counts there, not in the current one`, async (t) => {
     const server = t.context.servers[kind];
