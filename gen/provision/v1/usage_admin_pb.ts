@@ -219,7 +219,7 @@ export const GetEntitlementUsageResponseSchema: GenMessage<GetEntitlementUsageRe
  */
 export type UsageRecord = Message<"provision.v1.UsageRecord"> & {
   /**
-   * UUID.
+   * Assigned by the service, increasing: a decimal number as text.
    *
    * @generated from field: string id = 1;
    */
@@ -463,7 +463,7 @@ export const AddCreditsResponseSchema: GenMessage<AddCreditsResponse> = /*@__PUR
  */
 export type SessionRecord = Message<"provision.v1.SessionRecord"> & {
   /**
-   * UUID.
+   * Assigned by the service, increasing: a decimal number as text.
    *
    * @generated from field: string id = 1;
    */
