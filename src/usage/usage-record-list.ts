@@ -23,13 +23,14 @@ export async function listUsageRecords(
   const dialect = deps.store.dialect;
   const where = ["r.entitlement_id = ?"];
   const parameters: unknown[] = [entitlementId];
-  if (request.metric) where.push("a.metric_name = ?") && parameters.push(request.metric);
-  if (request.sessionId) {
-    where.push("r.session_id = ?");
-    parameters.push(requireUuid("sessionId", request.sessionId));
-  }
-  if (request.from) where.push("r.occurred_at >= ?") && parameters.push(sqlDate(dialect, timestampDate(request.from)));
-  if (request.to) where.push("r.occurred_at < ?") && parameters.push(sqlDate(dialect, timestampDate(request.to)));
+  const narrow = (condition: string, value: unknown) => {
+    where.push(condition);
+    parameters.push(value);
+  };
+  if (request.metric) narrow("a.metric_name = ?", request.metric);
+  if (request.sessionId) narrow("r.session_id = ?", requireUuid("sessionId", request.sessionId));
+  if (request.from) narrow("r.occurred_at >= ?", sqlDate(dialect, timestampDate(request.from)));
+  if (request.to) narrow("r.occurred_at < ?", sqlDate(dialect, timestampDate(request.to)));
   const rows = await readSerially(
     deps.dataSource,
     () =>

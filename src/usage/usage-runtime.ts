@@ -7,6 +7,7 @@ import type { Logger } from "../platform/logger.js";
 import type { Outbox } from "../webhooks/outbox.js";
 import { autoBalanceJob } from "./auto-balance-job.js";
 import { GrantWriter } from "./grant-writer.js";
+import { guardedMeters } from "./guarded-meters.js";
 import { MeterCounters } from "./meter-counters.js";
 import { periodRolloverJob } from "./period-rollover-job.js";
 import { UsageBalanceStore } from "./usage-balance-store.js";
@@ -29,9 +30,10 @@ export async function createUsage(options: {
   const { dataSource, clock, logger } = options;
   const store = new UsageStore(dataSource);
   const directory = await UsageDirectory.create(store, options.bus, clock);
-  const counters = new MeterCounters(store, options.coordinator.meters, clock);
+  const meters = guardedMeters(options.coordinator.meters);
+  const counters = new MeterCounters(store, meters, clock);
   const statusEvents = new UsageStatusEvents(store, options.events, clock);
-  const grants = new GrantWriter({ dataSource, store, meters: options.coordinator.meters, statusEvents, logger });
+  const grants = new GrantWriter({ dataSource, store, meters, statusEvents, logger });
   const dependencies: UsageDependencies = {
     dataSource,
     clock,

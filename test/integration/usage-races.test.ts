@@ -9,6 +9,7 @@ import {
   usageItems,
 } from "../support/metering.js";
 import type { LicensedSession } from "../support/observability.js";
+import { pollUntil } from "../support/poll.js";
 import { type OwnRedis, startOwnRedis } from "../support/redis-server.js";
 import { createTestDatabase, startTestServer, type TestServer } from "../support/test-server.js";
 
@@ -130,4 +131,26 @@ test.serial("racing usage batches and pre-allocations on three instances never p
   t.true(totalMicro <= 120_000_000, `recorded ${totalMicro / 1e6}`);
   t.true(totalMicro > 120_000_000 - 3_000_000, `stopped at ${totalMicro / 1e6}: refusals only near the limit`);
   t.deepEqual(await recorded(servers[0], entitlement.entitlementId), { count: accepted * 3 + granted, totalMicro });
+});
+
+test.serial("while Redis is down usage answers 503; once it is back the counters are rebuilt exactly", async (t) => {
+  const { servers, redis } = t.context;
+  const { entitlement, sessions } = await sessionsOnEveryInstance(servers, [CREDITS]);
+  t.like((await preallocate(servers[0].baseUrl, sessions[0], "credits", 20)).body, { granted: true });
+  await redis.stop();
+  const during = await preallocate(servers[1].baseUrl, sessions[1], "credits", 1);
+  t.is(during.status, 503, JSON.stringify(during.body));
+  t.is(during.body.type, "urn:provision:problem:counters-unavailable");
+  t.is((await sendUsage(servers[2].baseUrl, sessions[2], usageItems("credits", [1]))).status, 503);
+  await redis.restart();
+  const after = await pollUntil(
+    "Redis to be reachable again",
+    async () => {
+      const answer = await preallocate(servers[2].baseUrl, sessions[2], "credits", 30);
+      return answer.status === 200 ? answer : undefined;
+    },
+    { timeoutMs: 15_000, intervalMs: 200 },
+  );
+  t.like(after.body, { granted: true, currentValue: 50 });
+  t.deepEqual(await recorded(servers[0], entitlement.entitlementId), { count: 2, totalMicro: 50_000_000 });
 });

@@ -1,0 +1,22 @@
+import { DomainError } from "../platform/errors.js";
+import type { UsageMeters } from "../platform/usage-meters.js";
+
+/**
+ * The coordinator's counters, with a failure of the coordinator itself (Redis unreachable, too slow) answered
+ * as 503 `counters-unavailable`: no usage is recorded or granted without the counters that keep it exact.
+ */
+export function guardedMeters(meters: UsageMeters): UsageMeters {
+  const guard = <T>(work: Promise<T>): Promise<T> =>
+    work.catch((error: Error) => {
+      throw new DomainError("unavailable", `usage counters are unavailable: ${error.message}`, {
+        slug: "counters-unavailable",
+        headers: { "retry-after": "1" },
+      });
+    });
+  return {
+    reserve: (request) => guard(meters.reserve(request)),
+    release: (key, generation, amount, mode) => guard(meters.release(key, generation, amount, mode)),
+    generationOf: (key) => guard(meters.generationOf(key)),
+    load: (key, generation, value, limit) => guard(meters.load(key, generation, value, limit)),
+  };
+}
