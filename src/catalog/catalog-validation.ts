@@ -12,6 +12,7 @@ import {
 } from "../../gen/provision/v1/catalog_pb.js";
 import type { Violations } from "../platform/validation.js";
 import { parseConsumptionPeriod } from "../usage/consumption-periods.js";
+import { nextFireAfter } from "../usage/cron-schedule.js";
 
 export const LIMITS = {
   code: 128,
@@ -148,6 +149,13 @@ export function checkMonitoredAsset(violations: Violations, prefix: string, asse
         balance.overageSeverityStatus,
         CreditBalanceStatusSchema,
       );
+    const schedule = balance.autoBalanceCronSchedule.trim();
+    if (schedule !== "" && nextFireAfter(schedule, new Date()) === null) {
+      violations.add(
+        `${prefix}balanceUsage.autoBalanceCronSchedule`,
+        "must be a cron expression (5 fields, or 6 with seconds, in UTC) that fires, such as 0 0 1 * *",
+      );
+    }
     for (const [index, quota] of balance.usageQuota.entries()) {
       violations.enumValue(
         `${prefix}balanceUsage.usageQuota[${index}].quotaUsageLevel`,

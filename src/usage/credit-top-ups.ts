@@ -1,6 +1,6 @@
 import { inTransaction } from "../platform/database.js";
+import { nextFireAfter } from "./cron-schedule.js";
 import type { MeterRef } from "./meter-counters.js";
-import { nextFireAfter } from "./meter-counters.js";
 import type { UsageAsset } from "./usage-assets.js";
 import type { UsageDependencies } from "./usage-dependencies.js";
 import type { EntitlementUsage } from "./usage-directory.js";

@@ -1,8 +1,8 @@
-import { CronExpressionParser } from "cron-parser";
 import type { Clock } from "../platform/clock.js";
 import { DomainError } from "../platform/errors.js";
 import type { MeterKey, MeterMode, ReserveOutcome, UsageMeters } from "../platform/usage-meters.js";
 import { periodOf } from "./consumption-periods.js";
+import { nextFireAfter } from "./cron-schedule.js";
 import type { UsageAsset } from "./usage-assets.js";
 import type { EntitlementUsage } from "./usage-directory.js";
 import type { PeriodRef, UsageStore } from "./usage-store.js";
@@ -142,15 +142,6 @@ export class MeterCounters {
     );
     this.balanceStarts.set(asset.id, start.getTime());
     return start;
-  }
-}
-
-/** The first time a cron schedule (UTC) fires after `after`; null for a schedule that cannot be read. */
-export function nextFireAfter(cron: string, after: Date): Date | null {
-  try {
-    return CronExpressionParser.parse(cron, { currentDate: after, tz: "UTC" }).next().toDate();
-  } catch {
-    return null;
   }
 }
 

@@ -24,7 +24,7 @@ import {
   usageItems,
 } from "../support/metering.js";
 import { createProviderWithClient } from "../support/providers.js";
-import { rest } from "../support/rest.js";
+import { PRODUCTS, rest } from "../support/rest.js";
 import { startTestServer, type TestServer } from "../support/test-server.js";
 
 const test = anyTest as TestFn<{ server: TestServer }>;
@@ -163,4 +163,13 @@ test("pre-allocation over gRPC and the usage report over Connect", async (t) => 
     entitlementId: entitlement.entitlementId,
   });
   t.is(usage.assets[0].consumption, 101);
+});
+
+test("an auto-balance schedule that is not a cron expression is refused when the asset is written", async (t) => {
+  const { baseUrl } = t.context.server;
+  const product = await rest(baseUrl, "POST", PRODUCTS, { productCode: `CRON-${Date.now()}`, productVersion: "1" });
+  const asset = { ...CREDITS, balanceUsage: { ...CREDITS.balanceUsage, autoBalanceCronSchedule: "every day" } };
+  const refused = await rest(baseUrl, "POST", `${PRODUCTS}/${product.body.id}/monitored-resources`, asset);
+  t.is(refused.status, 400);
+  t.is(refused.body.errors[0].field, "balanceUsage.autoBalanceCronSchedule");
 });
