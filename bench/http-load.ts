@@ -21,6 +21,8 @@ export interface HttpTarget {
   body?: string | (() => string);
   next?: () => RequestParts;
   variants?: RequestParts[];
+  /** Sees every answer (its body collected for it), e.g. to check what it says. */
+  onResponse?: (status: number, body: string) => void;
 }
 
 export interface LoadFigures {
@@ -50,7 +52,7 @@ export async function driveHttp(baseUrl: string, target: HttpTarget, options: Lo
 }
 
 function run(baseUrl: string, target: HttpTarget, { connections }: LoadOptions, seconds: number) {
-  const { body, next, variants = [{}] } = target;
+  const { body, next, variants = [{}], onResponse } = target;
   const requests = variants.map(
     (variant): autocannon.Request => ({
       method: target.method,
@@ -59,6 +61,7 @@ function run(baseUrl: string, target: HttpTarget, { connections }: LoadOptions, 
       ...(typeof body === "string" ? { body } : {}),
       ...variant,
       ...(typeof body === "function" || next ? { setupRequest: (sent) => ({ ...sent, ...partsOf(target) }) } : {}),
+      ...(onResponse ? { onResponse: (status: number, text: string) => onResponse(status, text) } : {}),
     }),
   );
   return autocannon({ url: baseUrl, connections, duration: seconds, requests });

@@ -4,6 +4,7 @@ import http from "node:http";
 import net from "node:net";
 import os from "node:os";
 import { REPO_ROOT } from "../test/support/provision-process.js";
+import type { LoadFigures } from "./http-load.js";
 
 /** The server's core and the load generator's: one each, so neither takes CPU from the other. */
 export const SERVER_CORE = 0;
@@ -106,4 +107,15 @@ export function rssMiB(pid: number): number {
   const status = fs.readFileSync(`/proc/${pid}/status`, "utf8");
   const kiB = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? Number.NaN);
   return Math.round(kiB / 1024);
+}
+
+/** The JSON line a load or raw-INSERT process prints when it is done (its last line of output). */
+export async function figuresOf<Figures = LoadFigures>(spawned: Spawned): Promise<Figures> {
+  let output = "";
+  spawned.child.stdout?.setEncoding("utf8").on("data", (chunk: string) => {
+    output += chunk;
+  });
+  const code = await new Promise<number | null>((resolve) => spawned.child.once("close", resolve));
+  if (code !== 0) throw new Error(`load process failed (${code}): ${spawned.stderr()}`);
+  return JSON.parse(output.trim().split("\n").at(-1) ?? "{}") as Figures;
 }

@@ -8,6 +8,7 @@
 import { randomUUID } from "node:crypto";
 import Database from "better-sqlite3";
 import mysql from "mysql2/promise";
+import { loopFigures, loopFor } from "./timed-loop.js";
 
 interface Options {
   databaseUrl: string;
@@ -27,22 +28,6 @@ let sequence = 0;
 function freshRow(template: Row): Row {
   sequence++;
   return { ...template, id: randomUUID(), product_code: `RAW-${process.pid}-${sequence}` };
-}
-
-async function drive(insert: Insert, template: Row, seconds: number, concurrency: number) {
-  const latencies: number[] = [];
-  const started = performance.now();
-  const deadline = started + seconds * 1000;
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (performance.now() < deadline) {
-        const begin = performance.now();
-        await insert(freshRow(template));
-        latencies.push(performance.now() - begin);
-      }
-    }),
-  );
-  return { latencies, elapsed: (performance.now() - started) / 1000 };
 }
 
 async function openMysql(): Promise<{ template: Row; insert: Insert; close(): Promise<void> }> {
@@ -87,16 +72,8 @@ async function openSqlite(): Promise<{ template: Row; insert: Insert; close(): P
 const database = options.databaseUrl.startsWith("mysql:") ? await openMysql() : await openSqlite();
 if (!database.template) throw new Error(`no product ${options.templateId} to copy`);
 const concurrency = options.databaseUrl.startsWith("mysql:") ? options.concurrency : 1;
-await drive(database.insert, database.template, options.warmupSeconds, concurrency);
-const { latencies, elapsed } = await drive(database.insert, database.template, options.seconds, concurrency);
+const step = () => database.insert(freshRow(database.template));
+await loopFor(options.warmupSeconds, concurrency, step);
+const measured = await loopFor(options.seconds, concurrency, step);
 await database.close();
-latencies.sort((a, b) => a - b);
-const percentile = (p: number) => Number((latencies[Math.floor(p * (latencies.length - 1))] ?? Number.NaN).toFixed(3));
-process.stdout.write(
-  `${JSON.stringify({
-    requestsPerSecond: Math.round(latencies.length / elapsed),
-    p50Ms: percentile(0.5),
-    p99Ms: percentile(0.99),
-    failures: 0,
-  })}\n`,
-);
+process.stdout.write(`${JSON.stringify(loopFigures(measured))}\n`);

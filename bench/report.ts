@@ -4,7 +4,7 @@ import type { StartupFigures } from "./provision-server.js";
 export interface PathResult {
   path: string;
   provision: LoadFigures;
-  /** The bare node:http (or node:http2) server answering the same bytes, or the raw INSERT for create. */
+  /** The bare node:http (or node:http2) server answering the same bytes, or raw INSERTs of the same rows. */
   baseline: LoadFigures;
   baselineKind: "bare" | "raw insert";
   /** provision req/s ÷ baseline req/s. */
@@ -14,7 +14,8 @@ export interface PathResult {
 
 export interface ModeResult {
   mode: string;
-  startup: StartupFigures & { bareMedianMs: number; bareIdleRssMiB: number };
+  /** Absent when only some rows ran (BENCH_ONLY). */
+  startup?: StartupFigures & { bareMedianMs: number; bareIdleRssMiB: number };
   paths: PathResult[];
 }
 
@@ -49,12 +50,16 @@ export function printTable(result: ModeResult): void {
   const widths = rows[0].map((_, column) => Math.max(...rows.map((row) => row[column].length)));
   const line = (row: string[]) => row.map((cell, column) => cell.padEnd(widths[column])).join("  ");
   console.log(`\n== ${result.mode}`);
+  if (startup) printStartup(startup);
+  console.log(line(rows[0]));
+  console.log(widths.map((width) => "-".repeat(width)).join("  "));
+  for (const row of rows.slice(1)) console.log(line(row));
+}
+
+function printStartup(startup: NonNullable<ModeResult["startup"]>): void {
   console.log(
     `start-up, spawn → first 200 of /healthz: first start median ${startup.medianMs} ms ` +
       `(${startup.runs.join(", ")}), restart median ${startup.restartMedianMs} ms (${startup.restartRuns.join(", ")}), ` +
       `bare node:http ${startup.bareMedianMs} ms; idle RSS ${startup.idleRssMiB} MiB (bare ${startup.bareIdleRssMiB} MiB); goals: ready ≤ 1000 ms, idle RSS ≤ 120 MiB`,
   );
-  console.log(line(rows[0]));
-  console.log(widths.map((width) => "-".repeat(width)).join("  "));
-  for (const row of rows.slice(1)) console.log(line(row));
 }

@@ -4,12 +4,16 @@
  * server replaying the same bytes in the same run; REST create also against raw INSERTs of the same rows.
  * Licensing (bench/licensing-rows.ts): check-in and renew over 64 live sessions, check-in again paced at half
  * its measured rate for its p99, and activation with a fresh device each, of one entitlement and of 16.
+ * Usage metering (bench/usage-rows.ts), on a service of its own: pre-allocation of 1 over 64 sessions against the
+ * bare server, and ingest of batches of 500 usage transactions in events/s against raw multi-row INSERTs of the
+ * same rows into the service's usage_records.
  * Webhooks (bench/webhook-rows.ts), on a service of their own: change → receiver latency and fan-out deliveries/s.
  * Embedded (SQLite, in-process coordinator) and MySQL + Redis, both by default. Every loop is bounded by time;
  * traffic stays on loopback; children and the throwaway database are removed at the end.
  *
  * BENCH_MODE=embedded|mysql (default both), BENCH_SECONDS (per measurement, default 4), BENCH_WARMUP_SECONDS (1),
- * BENCH_CONNECTIONS (32), BENCH_STARTUP_RUNS (5), BENCH_LOG_LEVEL (info, the service's default).
+ * BENCH_CONNECTIONS (32), BENCH_STARTUP_RUNS (5), BENCH_LOG_LEVEL (info, the service's default),
+ * BENCH_ONLY=usage (only the usage metering rows: no start-up figures, no other row).
  */
 import fs from "node:fs";
 import os from "node:os";
@@ -18,13 +22,14 @@ import { create, toBinary } from "@bufbuild/protobuf";
 import { GetProductRequestSchema } from "../gen/provision/v1/catalog_pb.js";
 import { ensureCompiled } from "../test/support/compiled-build.js";
 import { PRODUCTS } from "../test/support/rest.js";
+import { startBare } from "./bare-process.js";
 import { seedCatalog } from "./catalog-fixture.js";
 import { driveHttp, type HttpTarget, type LoadFigures } from "./http-load.js";
 import { licensingTargets, onEverySession, seedLicensing } from "./licensing-fixture.js";
 import { licensingRows } from "./licensing-rows.js";
 import {
   canPin,
-  freePort,
+  figuresOf,
   killChildren,
   LOAD_CORE,
   pinSelf,
@@ -32,7 +37,6 @@ import {
   SERVER_CORE,
   type Spawned,
   spawnNode,
-  waitFor200,
 } from "./processes.js";
 import {
   createStorage,
@@ -43,8 +47,9 @@ import {
   type Storage,
   startProvision,
 } from "./provision-server.js";
-import { type GrpcReply, type Reply, recordGrpc, recordHttp } from "./replies.js";
+import { type Reply, recordGrpc, recordHttp } from "./replies.js";
 import { type ModeResult, type PathResult, pathResult, printTable } from "./report.js";
+import { usageRows } from "./usage-rows.js";
 import { webhookRows } from "./webhook-rows.js";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
@@ -53,6 +58,7 @@ const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
 const STARTUP_RUNS = Number(process.env.BENCH_STARTUP_RUNS ?? 5);
 const LOG_LEVEL = process.env.BENCH_LOG_LEVEL ?? "info";
 const MODES: Mode[] = process.env.BENCH_MODE ? [process.env.BENCH_MODE as Mode] : ["embedded", "mysql"];
+const ONLY = process.env.BENCH_ONLY;
 const GET_PRODUCT = "/provision.v1.CatalogService/GetProduct";
 const load = { connections: CONNECTIONS, seconds: SECONDS, warmupSeconds: WARMUP_SECONDS };
 const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "provision-bench-run-"));
@@ -89,22 +95,11 @@ function httpTargets(authorization: string, productId: string): Record<string, H
   };
 }
 
-/** The bare server, replaying `http1` and `h2c` replies; its ports. */
-async function startBare(http1: Record<string, Reply>, h2c: Record<string, GrpcReply>) {
-  const file = path.join(scratch, `replies-${Date.now()}.json`);
-  fs.writeFileSync(file, JSON.stringify({ http1, h2c }));
-  const [http1Port, h2cPort] = [await freePort(), await freePort()];
-  const started = performance.now();
-  const bare = spawnNode(["bench/bare-server.mjs", file, String(http1Port), String(h2cPort)], { core: SERVER_CORE });
-  const readyMs = await waitFor200(`http://127.0.0.1:${http1Port}/healthz`, started, bare.child);
-  return { bare, readyMs, http1Url: `http://127.0.0.1:${http1Port}`, h2cAddress: `127.0.0.1:${h2cPort}` };
-}
-
 async function bareStartup(healthz: Reply) {
   const times: number[] = [];
   const rss: number[] = [];
   for (let run = 0; run < STARTUP_RUNS; run++) {
-    const { bare, readyMs } = await startBare({ "GET /healthz": healthz }, {});
+    const { bare, readyMs } = await startBare(scratch, { "GET /healthz": healthz });
     times.push(Math.round(readyMs));
     await new Promise((resolve) => setTimeout(resolve, 1000));
     rss.push(rssMiB(bare.child.pid ?? 0));
@@ -145,18 +140,13 @@ async function rawInsert(storage: Storage, templateId: string): Promise<LoadFigu
   );
 }
 
-/** The JSON line a load process prints when it is done. */
-async function figuresOf(spawned: Spawned): Promise<LoadFigures> {
-  let output = "";
-  spawned.child.stdout?.setEncoding("utf8").on("data", (chunk: string) => {
-    output += chunk;
-  });
-  const code = await new Promise<number | null>((resolve) => spawned.child.once("close", resolve));
-  if (code !== 0) throw new Error(`load process failed (${code}): ${spawned.stderr()}`);
-  return JSON.parse(output.trim().split("\n").at(-1) ?? "{}") as LoadFigures;
+function modeName(mode: Mode): string {
+  return mode === "embedded" ? "embedded (SQLite, in-process)" : "MySQL + Redis";
 }
 
 async function benchMode(mode: Mode): Promise<ModeResult> {
+  if (ONLY === "usage") return { mode: modeName(mode), paths: await usageRows(mode, load, LOG_LEVEL, scratch) };
+  if (ONLY) throw new Error(`BENCH_ONLY=${ONLY}: only "usage" is known`);
   console.error(`[${mode}] start-up, ${STARTUP_RUNS} runs`);
   const startup = await measureStartup(mode, STARTUP_RUNS);
   const storage = await createStorage(mode);
@@ -182,7 +172,7 @@ async function benchMode(mode: Mode): Promise<ModeResult> {
     http1[`${activate.method} ${activate.path}`] = await recordHttp(provision.baseUrl, activate);
     Object.assign(http1, onEverySession(renew, await recordHttp(provision.baseUrl, renew)));
     Object.assign(http1, onEverySession(checkIn, await recordHttp(provision.baseUrl, checkIn)));
-    const { bare, http1Url, h2cAddress } = await startBare(http1, h2c);
+    const { bare, http1Url, h2cAddress } = await startBare(scratch, http1, h2c);
     servers.push(bare);
 
     const paths: PathResult[] = [];
@@ -214,11 +204,12 @@ async function benchMode(mode: Mode): Promise<ModeResult> {
     paths.push(pathResult(targets.create.name, created, await driveHttp(http1Url, targets.create, load)));
     const raw = await rawInsert(storage, createdId);
     paths.push(pathResult(`${targets.create.name} vs raw INSERT`, created, raw, "raw insert", "≥ 0.3× raw"));
+    paths.push(...(await usageRows(mode, load, LOG_LEVEL, scratch)));
     paths.push(...(await webhookRows(mode, load, LOG_LEVEL)));
 
     const bareFigures = await bareStartup(http1["GET /healthz"]);
     return {
-      mode: mode === "embedded" ? "embedded (SQLite, in-process)" : "MySQL + Redis",
+      mode: modeName(mode),
       startup: { ...startup, ...bareFigures },
       paths,
     };

@@ -7,11 +7,11 @@ import {
 } from "../../gen/provision/v1/usage_admin_pb.js";
 import { readSerially } from "../platform/database.js";
 import { pageInfo, resolvePage } from "../platform/paging.js";
+import { timeRange } from "../platform/time-range.js";
 import { Violations } from "../platform/validation.js";
 import { providerOf } from "../server/tenant.js";
 import type { ObservabilityReads } from "./observability-dependencies.js";
 import { toRating } from "./rating-mapper.js";
-import { timeRange } from "./time-range.js";
 
 /** The provider's ratings, newest first, with the average of every rating the filter selects. */
 export async function listRatings(

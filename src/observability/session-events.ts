@@ -1,6 +1,6 @@
-import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { SessionEvent } from "../../gen/provision/v1/session_event_pb.js";
 import type { SessionOfCall } from "../licensing/live-session.js";
+import { storableDate } from "../platform/timestamps.js";
 import { Violations } from "../platform/validation.js";
 import type { NewSessionRecord } from "./session-record-store.js";
 
@@ -59,11 +59,11 @@ function recordOfEvent(
     invalid("sessionId", "must be empty or the session in the path");
   }
   if (event.apiVersion !== 0 && event.apiVersion !== 1) invalid("apiVersion", "must be 0 or 1");
-  const occurredAt = event.creationDateTime ? timestampDate(event.creationDateTime) : now;
-  if (occurredAt.getTime() > now.getTime() + MAX_FUTURE_MS) {
+  const occurredAt = event.creationDateTime ? storableDate(event.creationDateTime) : now;
+  if (!occurredAt) {
+    invalid("creationDateTime", "must be an instant between 1970 and 9999");
+  } else if (occurredAt.getTime() > now.getTime() + MAX_FUTURE_MS) {
     invalid("creationDateTime", "is more than 5 minutes ahead of the server's clock");
-  } else if (occurredAt.getTime() < 0) {
-    invalid("creationDateTime", "must be 1970-01-01 or later");
   }
   const name = kind.eventName(event.eventName);
   if ("refused" in name) invalid("eventName", name.refused);
@@ -72,7 +72,7 @@ function recordOfEvent(
       ? `must be at most ${kind.maxDataBytes} bytes of UTF-8`
       : kind.refuseData(event.eventData);
   if (dataRefusal) invalid("eventData", dataRefusal);
-  if (!valid || "refused" in name) return undefined;
+  if (!valid || "refused" in name || !occurredAt) return undefined;
   return {
     providerId: session.providerId,
     entitlementId: session.entitlementId,

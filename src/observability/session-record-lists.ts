@@ -12,6 +12,7 @@ import {
 import { readSerially } from "../platform/database.js";
 import { invalidField, notFound } from "../platform/errors.js";
 import { pageInfo, resolvePage } from "../platform/paging.js";
+import { timeRange } from "../platform/time-range.js";
 import { requireUuid } from "../platform/validation.js";
 import { providerOf } from "../server/tenant.js";
 import { LOG_LEVELS, logLevelOf } from "./log-entries.js";
@@ -19,7 +20,6 @@ import { isMetricName } from "./metric-samples.js";
 import type { ObservabilityReads } from "./observability-dependencies.js";
 import { toSessionRecord } from "./session-record-mapper.js";
 import type { SessionRecordStore } from "./session-record-store.js";
-import { timeRange } from "./time-range.js";
 
 /** A session's log entries, newest first; `level` selects one level. */
 export async function listSessionLogs(

@@ -25,20 +25,29 @@ export async function addCredits(
     try {
       let remember = () => {};
       const counter = await inTransaction(deps.dataSource, async (manager) => {
+        // The balance row first, as the auto-balance locks it: the two never wait on each other in a circle.
+        const balance = await deps.balances.find(manager, asset.id, true);
+        if (balance && balance.periodStart.getTime() !== ref.periodStart.getTime()) {
+          throw new BalancePeriodMoved(balance.periodStart);
+        }
         const period = await deps.store.lockPeriod(manager, ref, now);
-        await deps.store.checkBalancePeriod(manager, ref);
         const generation = period.generation + 1;
         const total = (period.creditTotal ?? 0) + amountMicro;
         await deps.store.setPeriodCredits(manager, ref, generation, total);
         await deps.balances.deposited(manager, asset.id, now);
         const used = await deps.store.recordedTotal(manager, asset.id, ref.periodStart, false);
         remember = await deps.statusEvents.record(manager, [
-          { ref, valueMicro: used, limitMicro: total, allowDecrease: true },
+          { ref, valueMicro: used, limitMicro: total, generation, allowDecrease: true },
         ]);
         return { generation, used, total };
       });
       remember();
-      await deps.counters.meters.load(ref.key, counter.generation, counter.used, counter.total);
+      // Committed: a counter not loaded now is rebuilt when next used (its generation is gone), never re-added.
+      await deps.counters.meters
+        .load(ref.key, counter.generation, counter.used, counter.total)
+        .catch((error: Error) => {
+          deps.logger.warn({ err: { message: error.message } }, "could not load a topped-up credit counter");
+        });
       return;
     } catch (error) {
       if (!(error instanceof BalancePeriodMoved) || attempt >= MAX_ATTEMPTS) throw error;
@@ -78,7 +87,7 @@ export async function autoBalance(deps: UsageDependencies, assetId: string, enti
     await deps.store.lockPeriod(manager, next, now);
     await deps.balances.startPeriod(manager, assetId, start, now, nextFireAfter(rules.cron, now));
     remember = await deps.statusEvents.record(manager, [
-      { ref: next, valueMicro: 0, limitMicro: total, allowDecrease: true },
+      { ref: next, valueMicro: 0, limitMicro: total, generation: -1, allowDecrease: true },
     ]);
     return true;
   });

@@ -76,9 +76,10 @@ export class GrantWriter {
 
   private async flush(batch: Pending[]): Promise<void> {
     const { dataSource, store, statusEvents } = this.options;
+    let remember = () => {};
+    let current: { stillCurrent: Set<Pending>; generations: Map<string, number> };
     try {
-      let remember = () => {};
-      const current = await inTransaction(dataSource, async (manager) => {
+      current = await inTransaction(dataSource, async (manager) => {
         const generations = await store.lockGenerations(manager, distinctPeriods(batch));
         const stillCurrent = batch.filter(
           ({ grant }) =>
@@ -95,18 +96,21 @@ export class GrantWriter {
             ref: grant.ref,
             valueMicro: grant.reserved.after,
             limitMicro: grant.reserved.limit,
+            generation: grant.reserved.generation,
           })),
         );
         return { stillCurrent: new Set(stillCurrent), generations };
       });
-      remember();
-      for (const pending of batch) {
-        if (current.stillCurrent.has(pending)) pending.resolve({ written: true });
-        else pending.resolve({ written: false, generation: generationOf(current.generations, pending.grant.ref) });
-      }
     } catch (error) {
       await this.releaseAll(batch);
       for (const pending of batch) pending.reject(error);
+      return;
+    }
+    // Committed: nothing after this point may give the reservations back.
+    remember();
+    for (const pending of batch) {
+      if (current.stillCurrent.has(pending)) pending.resolve({ written: true });
+      else pending.resolve({ written: false, generation: generationOf(current.generations, pending.grant.ref) });
     }
   }
 

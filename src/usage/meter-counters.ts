@@ -3,6 +3,7 @@ import { DomainError } from "../platform/errors.js";
 import type { MeterKey, MeterMode, ReserveOutcome, UsageMeters } from "../platform/usage-meters.js";
 import { periodOf } from "./consumption-periods.js";
 import { nextFireAfter } from "./cron-schedule.js";
+import { MAX_EXACT_TOTAL_MICRO } from "./usage-amounts.js";
 import type { UsageAsset } from "./usage-assets.js";
 import type { EntitlementUsage } from "./usage-directory.js";
 import type { PeriodRef, UsageStore } from "./usage-store.js";
@@ -30,6 +31,8 @@ export class MeterCounters {
   /** Each credit balance's current period start (ms), as this instance last saw it. */
   private readonly balanceStarts = new Map<string, number>();
   private readonly rebuilds = new Map<string, Promise<void>>();
+  /** Each metered asset's counter of the period last asked for: a batch's items share one. */
+  private readonly meteredRefs = new WeakMap<UsageAsset, MeterRef>();
 
   constructor(
     readonly store: UsageStore,
@@ -41,7 +44,9 @@ export class MeterCounters {
   async refOf(usage: EntitlementUsage, asset: UsageAsset, at: Date): Promise<MeterRef | undefined> {
     if (asset.metered) {
       const period = periodOf(asset.metered.period, at);
-      return {
+      const kept = this.meteredRefs.get(asset);
+      if (kept?.periodStart.getTime() === period.start.getTime() && kept.usage === usage) return kept;
+      const ref: MeterRef = {
         ...owners(usage, asset),
         periodStart: period.start,
         periodEnd: period.end,
@@ -50,8 +55,10 @@ export class MeterCounters {
         balance: false,
         key: { assetId: asset.id, periodStartMs: period.start.getTime() },
         mode: asset.metered.mode,
-        cap: asset.metered.blockCapMicro,
+        cap: asset.metered.blockCapMicro ?? MAX_EXACT_TOTAL_MICRO,
       };
+      this.meteredRefs.set(asset, ref);
+      return ref;
     }
     if (asset.balance) return this.refAt(usage, asset, await this.balanceStart(usage, asset));
     return undefined;
@@ -70,7 +77,7 @@ export class MeterCounters {
         balance: true,
         key: { assetId: asset.id, periodStartMs: start.getTime() },
         mode: "sum",
-        cap: asset.balance.unlimited ? undefined : "stored",
+        cap: asset.balance.unlimited ? MAX_EXACT_TOTAL_MICRO : "stored",
       };
     }
     return undefined;

@@ -21,7 +21,7 @@ export function periodRolloverJob(deps: UsageDependencies): ScheduledJob {
         if (!ref || ref.periodStart <= raised.periodStart) continue;
         const remember = await inTransaction(deps.dataSource, async (manager) => {
           const value = await deps.store.recordedTotal(manager, asset.id, ref.periodStart, ref.peak);
-          return deps.statusEvents.record(manager, [{ ref, valueMicro: value, limitMicro: null }]);
+          return deps.statusEvents.record(manager, [{ ref, valueMicro: value, limitMicro: null, generation: -1 }]);
         });
         remember();
       }

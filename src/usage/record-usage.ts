@@ -79,8 +79,9 @@ async function writeBatch(
   const now = deps.clock.now();
   let reservations: Reservation[] = [];
   let remember = () => {};
+  let acceptedCount: number;
   try {
-    const acceptedCount = await inTransaction(deps.dataSource, async (manager) => {
+    acceptedCount = await inTransaction(deps.dataSource, async (manager) => {
       // A transaction run again (after a deadlock) gives back what its earlier run reserved.
       await releaseAll(deps, reservations);
       reservations = [];
@@ -91,16 +92,22 @@ async function writeBatch(
       reservations = await reserveAll(deps, manager, fresh);
       remember = await deps.statusEvents.record(
         manager,
-        reservations.map(({ ref, reserved }) => ({ ref, valueMicro: reserved.after, limitMicro: reserved.limit })),
+        reservations.map(({ ref, reserved }) => ({
+          ref,
+          valueMicro: reserved.after,
+          limitMicro: reserved.limit,
+          generation: reserved.generation,
+        })),
       );
       return fresh.length;
     });
-    remember();
-    return { acceptedCount, duplicateCount: items.length - acceptedCount };
   } catch (error) {
     await releaseAll(deps, reservations);
     throw error;
   }
+  // Committed: nothing after this point may give the reservations back.
+  remember();
+  return { acceptedCount, duplicateCount: items.length - acceptedCount };
 }
 
 async function unrecorded(

@@ -18,6 +18,15 @@ export function toMicro(value: number): number | undefined {
   return roundedMicro(String(value));
 }
 
+/**
+ * A bound of a definition (a tier's start or end, a credit amount) in micro-units: negative bounds are 0, bounds
+ * beyond exact totals are the largest exact total. Unlike an item's amount, a definition is never refused here.
+ */
+export function definitionMicro(units: number): number {
+  if (!(units > 0)) return 0;
+  return Math.min(Math.round(units * MICRO_PER_UNIT), MAX_EXACT_TOTAL_MICRO);
+}
+
 /** Micro-units back to units, for display and protobuf doubles only: never add the results. */
 export function fromMicro(micro: number): number {
   return micro / MICRO_PER_UNIT;

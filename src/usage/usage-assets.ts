@@ -9,7 +9,7 @@ import {
 import type { MonitoredAssetRow } from "../catalog/entities.js";
 import type { MeterMode } from "../platform/usage-meters.js";
 import { type ConsumptionPeriod, parseConsumptionPeriod } from "./consumption-periods.js";
-import { toMicro } from "./usage-amounts.js";
+import { definitionMicro } from "./usage-amounts.js";
 import { blockCapOf, type QuotaRule, quotaRulesOf, type TierRule, tierRulesOf } from "./usage-tiers.js";
 
 /** How far back a usage item may be dated when the asset does not say. */
@@ -86,7 +86,7 @@ function balanceRules(text: string | null): BalanceRules {
   return {
     quotas: quotaRulesOf(usage.usageQuota),
     unlimited: usage.isUnlimitedCredits,
-    initialCreditsMicro: toMicro(usage.initialCreditAmount || usage.totalCredits) ?? 0,
+    initialCreditsMicro: definitionMicro(usage.initialCreditAmount || usage.totalCredits),
     autoBalance: autoBalanceRules(usage),
   };
 }
@@ -95,10 +95,12 @@ function autoBalanceRules(usage: BalanceUsage): AutoBalanceRules | undefined {
   if (usage.autoBalanceCronSchedule.trim() === "") return undefined;
   return {
     cron: usage.autoBalanceCronSchedule.trim(),
-    creditAmountMicro: toMicro(usage.autoBalanceCreditAmount) ?? 0,
+    creditAmountMicro: definitionMicro(usage.autoBalanceCreditAmount),
     transferCurrentCredits: usage.shouldAutoBalanceTransferCurrentCredits,
     maxTransferMicro:
-      usage.maxAutoBalanceCreditTransferAmount > 0 ? toMicro(usage.maxAutoBalanceCreditTransferAmount) : undefined,
+      usage.maxAutoBalanceCreditTransferAmount > 0
+        ? definitionMicro(usage.maxAutoBalanceCreditTransferAmount)
+        : undefined,
   };
 }
 

@@ -1,6 +1,6 @@
-import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { SessionEvent } from "../../gen/provision/v1/session_event_pb.js";
 import { type FieldViolation, invalidArgument } from "../platform/errors.js";
+import { storableDate } from "../platform/timestamps.js";
 import type { MeterCounters, MeterRef } from "./meter-counters.js";
 import { parseUsageAmount } from "./usage-amounts.js";
 import type { UsageAsset } from "./usage-assets.js";
@@ -35,7 +35,7 @@ export async function usageItemsOf(
     for (const [field, message] of problems) violations.push({ field: `events[${index}].${field}`, message });
     if (problems.length > 0) continue;
     const asset = usage.byMetric.get(event.eventName) as UsageAsset;
-    const occurredAt = event.creationDateTime ? timestampDate(event.creationDateTime) : now;
+    const occurredAt = event.creationDateTime ? (storableDate(event.creationDateTime) as Date) : now;
     items.push({
       transactionId: Number(event.transactionId),
       asset,
@@ -82,8 +82,10 @@ function itemProblems(
   }
   const amount = parseUsageAmount(event.eventData);
   if ("problem" in amount) problems.push(["eventData", amount.problem]);
-  if (event.creationDateTime && asset) {
-    const at = timestampDate(event.creationDateTime).getTime();
+  const dated = event.creationDateTime ? storableDate(event.creationDateTime) : now;
+  if (!dated) problems.push(["creationDateTime", "must be an instant between 1970 and 9999"]);
+  if (dated && asset) {
+    const at = dated.getTime();
     if (at > now.getTime() + MAX_FUTURE_SKEW_MS) {
       problems.push(["creationDateTime", "is more than 5 minutes in the future"]);
     } else if (at < now.getTime() - asset.backDatingToleranceMs) {

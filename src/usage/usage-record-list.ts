@@ -1,5 +1,5 @@
 import { create } from "@bufbuild/protobuf";
-import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import {
   type ListUsageTransactionsRequest,
   type ListUsageTransactionsResponse,
@@ -8,6 +8,7 @@ import {
 } from "../../gen/provision/v1/usage_admin_pb.js";
 import { readSerially, rowDate, sqlDate } from "../platform/database.js";
 import { pageInfo, resolvePage } from "../platform/paging.js";
+import { timeRange } from "../platform/time-range.js";
 import { requireUuid } from "../platform/validation.js";
 import { fromMicro } from "./usage-amounts.js";
 import type { UsageDependencies } from "./usage-dependencies.js";
@@ -29,8 +30,9 @@ export async function listUsageRecords(
   };
   if (request.metric) narrow("a.metric_name = ?", request.metric);
   if (request.sessionId) narrow("r.session_id = ?", requireUuid("sessionId", request.sessionId));
-  if (request.from) narrow("r.occurred_at >= ?", sqlDate(dialect, timestampDate(request.from)));
-  if (request.to) narrow("r.occurred_at < ?", sqlDate(dialect, timestampDate(request.to)));
+  const range = timeRange(request.from, request.to);
+  if (range.from) narrow("r.occurred_at >= ?", sqlDate(dialect, range.from));
+  if (range.to) narrow("r.occurred_at < ?", sqlDate(dialect, range.to));
   const rows = await readSerially(
     deps.dataSource,
     () =>

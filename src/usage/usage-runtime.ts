@@ -32,7 +32,7 @@ export async function createUsage(options: {
   const directory = await UsageDirectory.create(store, options.bus, clock);
   const meters = guardedMeters(options.coordinator.meters);
   const counters = new MeterCounters(store, meters, clock);
-  const statusEvents = new UsageStatusEvents(store, options.events, clock);
+  const statusEvents = new UsageStatusEvents(dataSource, store, options.events, clock, logger);
   const grants = new GrantWriter({ dataSource, store, meters, statusEvents, logger });
   const dependencies: UsageDependencies = {
     dataSource,
@@ -49,6 +49,11 @@ export async function createUsage(options: {
   return {
     dependencies,
     jobs: [autoBalanceJob(dependencies), periodRolloverJob(dependencies)],
-    close: () => grants.close(),
+    close: () => close(grants, statusEvents),
   };
+}
+
+async function close(grants: GrantWriter, statusEvents: UsageStatusEvents): Promise<void> {
+  await grants.close();
+  statusEvents.close();
 }

@@ -1,52 +1,77 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import type { EntityManager } from "typeorm";
+import type { DataSource, EntityManager } from "typeorm";
 import type { CreditBalanceStatus, OverageSeverity } from "../../gen/provision/v1/catalog_pb.js";
 import {
   CreditBalanceStatusChangedDataSchema,
   MeteredUsageOverageStatusChangedDataSchema,
 } from "../../gen/provision/v1/webhook_events_pb.js";
 import type { Clock } from "../platform/clock.js";
+import { inTransaction } from "../platform/database.js";
+import type { Logger } from "../platform/logger.js";
 import type { EventDraft, Outbox } from "../webhooks/outbox.js";
 import type { MeterRef } from "./meter-counters.js";
 import { fromMicro } from "./usage-amounts.js";
 import type { StoredStatus, UsageStore } from "./usage-store.js";
 import { balanceStatusOf, severityAt, severityOfBalance, tierAt } from "./usage-tiers.js";
 
-/** A counter's value after a write, and whether that write may lower the status within the period (a top-up). */
+/**
+ * A counter after a write: its value as the coordinator answered it (other requests' reservations in flight
+ * included), its generation (-1: unknown), and whether the write may lower the status within the period (a top-up).
+ */
 export interface StatusObservation {
   ref: MeterRef;
   valueMicro: number;
   limitMicro: number | null;
+  generation: number;
   allowDecrease?: boolean;
+}
+
+interface KnownStatus {
+  periodStartMs: number;
+  status: number;
+  generation: number;
 }
 
 /** Normal, as OverageSeverity and CreditBalanceStatus both number it. */
 const NORMAL = 1;
 
+/** How long after a write a crossing that writes still in flight may complete is looked at again. */
+const RECHECK_AFTER_MS = 1000;
+
 /**
  * MeteredUsage.OverageStatusChanged and CreditBalance.StatusChanged, once per crossing: each asset's last
- * reported status is a locked row, changed (and the event written) in the transaction whose write crossed.
+ * reported status is a locked row, changed (and the event written) in the transaction whose write crossed, as
+ * the committed records and the transaction's own say, never as amounts merely reserved say.
+ *
  * Within a period a status only rises (consumption only grows) unless a top-up lowers it; a new period starts
- * from whatever its first write finds. Each instance remembers the statuses it saw, so a write that changes
- * nothing touches no row.
+ * from whatever its first write (or the roll-over job) finds. Each instance remembers the statuses it saw with
+ * the counter's generation (a top-up or rebuild takes a new one), so a write that cannot change the status
+ * touches no row. A write whose reservation suggests a crossing that the committed records do not show yet
+ * (another write in flight completes it) has the asset looked at again a second later, in a transaction of its
+ * own: the crossing is reported once the write completing it has committed.
  */
 export class UsageStatusEvents {
-  private readonly known = new Map<string, { periodStartMs: number; status: number }>();
+  private readonly known = new Map<string, KnownStatus>();
+  private readonly rechecks = new Map<string, StatusObservation>();
+  private recheckTimer: NodeJS.Timeout | undefined;
 
   constructor(
+    private readonly dataSource: DataSource,
     private readonly store: UsageStore,
     private readonly outbox: Outbox,
     private readonly clock: Clock,
+    private readonly logger: Logger,
   ) {}
 
-  /** Writes the events the observations call for; answers what to remember once the transaction commits. */
+  /** Writes the events the observations call for; answers what to do once the transaction commits. */
   async record(manager: EntityManager, observations: StatusObservation[]): Promise<() => void> {
-    const remembered: [string, StoredStatus][] = [];
+    const remembered: [string, KnownStatus][] = [];
     const drafts: EventDraft[] = [];
+    const pending: StatusObservation[] = [];
     for (const observation of latestPerAsset(observations)) {
-      const status = statusOf(observation);
-      if (!this.mayChange(observation, status)) continue;
+      const hinted = statusOf(observation);
+      if (!this.mayChange(observation, hinted)) continue;
       const { ref } = observation;
       const now = this.clock.now();
       const stored = await this.store.lockStatus(
@@ -54,29 +79,64 @@ export class UsageStatusEvents {
         { assetId: ref.assetId, providerId: ref.providerId, periodStart: ref.periodStart, normal: NORMAL },
         now,
       );
-      const next = nextStatus(stored, observation, status);
-      remembered.push([ref.assetId, next ?? stored]);
+      const committed = {
+        ...observation,
+        valueMicro: await this.store.recordedTotal(manager, ref.assetId, ref.periodStart, ref.peak),
+      };
+      const status = statusOf(committed);
+      if (hinted > status && !observation.allowDecrease) pending.push(observation);
+      const next = nextStatus(stored, committed, status);
+      const kept = next ?? stored;
+      remembered.push([
+        ref.assetId,
+        { ...kept, periodStartMs: kept.periodStart.getTime(), generation: observation.generation },
+      ]);
       if (!next) continue;
       await this.store.saveStatus(manager, ref.assetId, next, now);
-      if (next.status !== stored.status) drafts.push(eventOf(observation, stored.status, next.status, now));
+      if (next.status !== stored.status) drafts.push(eventOf(committed, stored.status, next.status, now));
     }
     if (drafts.length > 0) await this.outbox.append(manager, drafts);
     return () => {
-      for (const [assetId, stored] of remembered) {
-        this.known.set(assetId, { periodStartMs: stored.periodStart.getTime(), status: stored.status });
-      }
+      for (const [assetId, known] of remembered) this.known.set(assetId, known);
+      for (const observation of pending) this.recheckLater(observation);
       if (drafts.length > 0) this.outbox.committed();
     };
+  }
+
+  /** Stops the pending look-agains (the instance is closing; a crossing they would report waits for a write). */
+  close(): void {
+    clearTimeout(this.recheckTimer);
+    this.rechecks.clear();
   }
 
   /** Whether the observation could change what this instance last saw stored. */
   private mayChange(observation: StatusObservation, status: number): boolean {
     const known = this.known.get(observation.ref.assetId);
-    if (!known) return true;
+    if (!known || observation.generation !== known.generation) return true;
     const periodStartMs = observation.ref.periodStart.getTime();
     if (periodStartMs < known.periodStartMs) return false;
     if (periodStartMs > known.periodStartMs) return true;
     return status > known.status || (observation.allowDecrease === true && status < known.status);
+  }
+
+  private recheckLater(observation: StatusObservation): void {
+    // Looked at again as the records then stand: no hint of its own, and never rescheduled.
+    this.rechecks.set(observation.ref.assetId, { ...observation, valueMicro: 0, generation: -1 });
+    this.recheckTimer ??= setTimeout(() => void this.recheckAll(), RECHECK_AFTER_MS).unref();
+  }
+
+  private async recheckAll(): Promise<void> {
+    this.recheckTimer = undefined;
+    const due = [...this.rechecks.values()];
+    this.rechecks.clear();
+    for (const observation of due) {
+      try {
+        const remember = await inTransaction(this.dataSource, (manager) => this.record(manager, [observation]));
+        remember();
+      } catch (error) {
+        this.logger.warn({ err: { message: (error as Error).message } }, "could not look at a usage status again");
+      }
+    }
   }
 }
 
@@ -94,7 +154,8 @@ function nextStatus(stored: StoredStatus, observation: StatusObservation, status
 /** Per asset, the observation of its latest period with the highest value (the last write's for a top-up). */
 function latestPerAsset(observations: StatusObservation[]): StatusObservation[] {
   const chosen = new Map<string, StatusObservation>();
-  for (const observation of observations) {
+  const byAsset = [...observations].sort((a, b) => a.ref.assetId.localeCompare(b.ref.assetId));
+  for (const observation of byAsset) {
     const current = chosen.get(observation.ref.assetId);
     const later = !current || observation.ref.periodStart > current.ref.periodStart;
     const same = current && observation.ref.periodStart.getTime() === current.ref.periodStart.getTime();

@@ -5,7 +5,7 @@ import {
   type UsageQuota,
   type UsageTier,
 } from "../../gen/provision/v1/catalog_pb.js";
-import { MAX_EXACT_TOTAL_MICRO, MICRO_PER_UNIT } from "./usage-amounts.js";
+import { definitionMicro } from "./usage-amounts.js";
 
 /** A usage tier with its bounds in micro-units. */
 export interface TierRule {
@@ -29,8 +29,8 @@ export function tierRulesOf(tiers: readonly UsageTier[]): TierRule[] {
   return tiers
     .map((tier) => ({
       name: tier.name,
-      startMicro: boundMicro(tier.startUsage),
-      endMicro: tier.endUsage > tier.startUsage ? boundMicro(tier.endUsage) : null,
+      startMicro: definitionMicro(tier.startUsage),
+      endMicro: tier.endUsage > tier.startUsage ? definitionMicro(tier.endUsage) : null,
       severity: tier.quotaUsageLevel || OverageSeverity.NORMAL,
       policy: tier.quotaUsagePolicy || QuotaUsagePolicy.ALLOW,
     }))
@@ -94,10 +94,4 @@ export function severityOfBalance(status: CreditBalanceStatus): OverageSeverity 
   if (status === CreditBalanceStatus.DEPLETED) return OverageSeverity.OVER_USAGE;
   if (status === CreditBalanceStatus.LOW) return OverageSeverity.WARNING;
   return OverageSeverity.NORMAL;
-}
-
-/** A tier bound in micro-units: negative bounds are 0, bounds beyond exact totals are the largest exact total. */
-function boundMicro(units: number): number {
-  if (!(units > 0)) return 0;
-  return Math.min(Math.round(units * MICRO_PER_UNIT), MAX_EXACT_TOTAL_MICRO);
 }

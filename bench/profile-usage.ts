@@ -1,0 +1,83 @@
+/**
+ * Where a usage metering path's server time goes:
+ *   node --import tsx bench/profile-usage.ts <ingest|preallocate> [mysql|embedded] [seconds]
+ * starts the service under --cpu-prof (pinned to its core, as `npm run bench` does), seeds the usage fixture,
+ * drives the path with the benchmark's load for `seconds` (default 8), stops the service and prints the figures,
+ * the CPU seconds the service used while the load ran (its share of one core) and the functions and files with the
+ * most samples, as JSON. The profile is left in a temporary folder it names.
+ */
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { ensureCompiled } from "../test/support/compiled-build.js";
+import type { LicensedSession } from "../test/support/observability.js";
+import { summarizeProfile } from "./cpu-profile.js";
+import { driveHttp, type LoadOptions } from "./http-load.js";
+import { driveIngest } from "./ingest-load.js";
+import { killChildren, pinSelf } from "./processes.js";
+import { createStorage, type Mode, profiledMain, startProvision } from "./provision-server.js";
+import { preallocateTarget, seedUsage } from "./usage-fixture.js";
+
+const [pathName = "ingest", mode = "mysql", seconds = "8"] = process.argv.slice(2);
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
+
+/** User + system CPU seconds a process has used so far (Linux /proc). */
+function cpuSeconds(pid: number): number {
+  const fields = fs.readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+/** Drives the path with a load; answers its figures and what its answers said. */
+function driverOf(name: string, baseUrl: string, sessions: LicensedSession[]) {
+  if (name === "ingest") return (load: LoadOptions) => driveIngest(baseUrl, sessions, load);
+  if (name !== "preallocate") throw new Error(`unknown path ${name}: ingest or preallocate`);
+  const { target, tally } = preallocateTarget(sessions);
+  return async (load: LoadOptions) => ({ figures: await driveHttp(baseUrl, target, load), tally });
+}
+
+async function main() {
+  ensureCompiled();
+  pinSelf();
+  const folder = fs.mkdtempSync(path.join(os.tmpdir(), "provision-profile-"));
+  const storage = await createStorage(mode as Mode);
+  try {
+    const provision = await startProvision(storage, "info", undefined, profiledMain(folder));
+    const sessions = await seedUsage(provision.baseUrl, provision.admin);
+    const load = { connections: CONNECTIONS, seconds: Number(seconds), warmupSeconds: 0 };
+    const drive = driverOf(pathName, provision.baseUrl, sessions);
+    await drive({ ...load, seconds: 1 });
+    const pid = provision.child.pid ?? 0;
+    const cpuBefore = cpuSeconds(pid);
+    const { figures, tally } = await drive(load);
+    const serviceCpuShare = Number(((cpuSeconds(pid) - cpuBefore) / Number(seconds)).toFixed(2));
+    const stopping = performance.now();
+    await provision.stop();
+    const endedMsBeforeExit = performance.now() - stopping;
+    const [profile] = fs.readdirSync(folder).filter((name) => name.endsWith(".cpuprofile"));
+    if (!profile) throw new Error(`no profile written: ${provision.stderr()}`);
+    const file = path.join(folder, profile);
+    console.log(
+      JSON.stringify(
+        {
+          path: pathName,
+          mode,
+          figures,
+          tally,
+          serviceCpuShare,
+          profile: file,
+          ...summarizeProfile(file, { seconds: Number(seconds), endedMsBeforeExit }),
+        },
+        null,
+        2,
+      ),
+    );
+  } finally {
+    await storage.remove();
+  }
+}
+
+try {
+  await main();
+} finally {
+  killChildren();
+}
