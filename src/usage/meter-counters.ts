@@ -1,8 +1,8 @@
 import type { Clock } from "../platform/clock.js";
-import { DomainError } from "../platform/errors.js";
 import type { MeterKey, MeterMode, ReserveOutcome, UsageMeters } from "../platform/usage-meters.js";
 import { periodOf } from "./consumption-periods.js";
 import { nextFireAfter } from "./cron-schedule.js";
+import { countersUnavailable } from "./guarded-meters.js";
 import { MAX_EXACT_TOTAL_MICRO } from "./usage-amounts.js";
 import type { UsageAsset } from "./usage-assets.js";
 import type { EntitlementUsage } from "./usage-directory.js";
@@ -98,10 +98,7 @@ export class MeterCounters {
       if (outcome.kind !== "missing") return outcome;
       await this.rebuild(ref);
     }
-    throw new DomainError("unavailable", "usage counters are unavailable; try again", {
-      slug: "counters-unavailable",
-      headers: { "retry-after": "1" },
-    });
+    throw countersUnavailable("they keep being lost");
   }
 
   /**

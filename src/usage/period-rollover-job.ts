@@ -13,18 +13,25 @@ export function periodRolloverJob(deps: UsageDependencies): ScheduledJob {
   return {
     name: "usage-period-rollover",
     async run(now) {
-      for (const raised of await deps.store.raisedMeteredStatuses(ASSETS_PER_TICK)) {
-        const usage = await deps.directory.of(raised.entitlementId);
-        const asset = usage?.assets.find((candidate) => candidate.id === raised.assetId);
-        if (!usage || !asset?.metered) continue;
-        const ref = await deps.counters.refOf(usage, asset, now);
-        if (!ref || ref.periodStart <= raised.periodStart) continue;
-        const remember = await inTransaction(deps.dataSource, async (manager) => {
-          const value = await deps.store.recordedTotal(manager, asset.id, ref.periodStart, ref.peak);
-          return deps.statusEvents.record(manager, [{ ref, valueMicro: value, limitMicro: null, generation: -1 }]);
-        });
-        remember();
+      for (const raised of await deps.store.raisedEndedStatuses(now, ASSETS_PER_TICK)) {
+        await rollOver(deps, raised.assetId, now);
       }
     },
   };
+}
+
+async function rollOver(deps: UsageDependencies, assetId: string, now: Date): Promise<void> {
+  const entitlementId = await deps.store.entitlementOfAsset(assetId);
+  const usage = entitlementId ? await deps.directory.of(entitlementId) : null;
+  const asset = usage?.assets.find((candidate) => candidate.id === assetId);
+  const ref = usage && asset?.metered ? await deps.counters.refOf(usage, asset, now) : undefined;
+  if (!ref) {
+    await deps.store.clearStatus(assetId, now);
+    return;
+  }
+  const remember = await inTransaction(deps.dataSource, async (manager) => {
+    const value = await deps.store.recordedTotal(manager, assetId, ref.periodStart, ref.peak);
+    return deps.statusEvents.record(manager, [{ ref, valueMicro: value, limitMicro: null, generation: -1 }]);
+  });
+  remember();
 }

@@ -9,6 +9,7 @@ import {
 import { liveSessionOfCall } from "../licensing/live-session.js";
 import { inTransaction, isUniqueViolation } from "../platform/database.js";
 import { DomainError } from "../platform/errors.js";
+import { countersUnavailable } from "./guarded-meters.js";
 import type { MeterRef, Reserved } from "./meter-counters.js";
 import type { UsageDependencies } from "./usage-dependencies.js";
 import type { EntitlementUsage } from "./usage-directory.js";
@@ -51,7 +52,7 @@ export async function recordUsageTransactions(
   let toRebuild: { ref: MeterRef; generation: number }[] = [];
   for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
     try {
-      for (const { ref, generation } of toRebuild) await deps.counters.awaitGeneration(ref, generation);
+      await Promise.all(toRebuild.map(({ ref, generation }) => deps.counters.awaitGeneration(ref, generation)));
       toRebuild = [];
       const items = await usageItemsOf(deps.counters, usage, sessionId, request.events, deps.clock.now());
       const counts = await writeBatch(deps, usage, sessionId, items, checkDuplicates);
@@ -63,10 +64,7 @@ export async function recordUsageTransactions(
       else throw error;
     }
   }
-  throw new DomainError("unavailable", "usage counters keep changing; try again", {
-    slug: "counters-unavailable",
-    headers: { "retry-after": "1" },
-  });
+  throw countersUnavailable("they keep changing");
 }
 
 async function writeBatch(
@@ -138,6 +136,7 @@ async function reserveAll(deps: UsageDependencies, manager: EntityManager, items
   const missing = shares.filter((share) => !generations.has(periodName(share.ref.assetId, share.ref.periodStart)));
   if (missing.length > 0) throw new CountersMissing(missing.map((share) => ({ ref: share.ref, generation: -1 })));
   const reservations: Reservation[] = [];
+  const lost: { ref: MeterRef; generation: number }[] = [];
   try {
     for (const { ref, amountMicro } of shares) {
       const generation = generations.get(periodName(ref.assetId, ref.periodStart)) as number;
@@ -148,10 +147,12 @@ async function reserveAll(deps: UsageDependencies, manager: EntityManager, items
         cap: ref.cap,
         generation,
       });
-      if (outcome.kind === "missing") throw new CountersMissing([{ ref, generation }]);
-      if (outcome.kind === "refused") throw refusal(ref);
-      reservations.push({ ref, reserved: outcome, amountMicro });
+      if (outcome.kind === "missing") lost.push({ ref, generation });
+      else if (outcome.kind === "refused") throw refusal(ref);
+      else reservations.push({ ref, reserved: outcome, amountMicro });
     }
+    // Every lost counter at once: they are rebuilt together before the batch is written again.
+    if (lost.length > 0) throw new CountersMissing(lost);
     return reservations;
   } catch (error) {
     await releaseAll(deps, reservations);

@@ -6,7 +6,8 @@ import {
   TryPreallocateResponseSchema,
 } from "../../gen/provision/v1/usage_pb.js";
 import { liveSessionOfCall } from "../licensing/live-session.js";
-import { DomainError, invalidArgument } from "../platform/errors.js";
+import { invalidArgument } from "../platform/errors.js";
+import { countersUnavailable } from "./guarded-meters.js";
 import type { MeterRef } from "./meter-counters.js";
 import { preallocationResultOf } from "./preallocation-result.js";
 import { toMicro } from "./usage-amounts.js";
@@ -61,10 +62,7 @@ export async function tryPreallocate(
       deps.counters.balanceMoved(asset.id);
     }
   }
-  throw new DomainError("unavailable", "usage counters keep changing; try again", {
-    slug: "counters-unavailable",
-    headers: { "retry-after": "1" },
-  });
+  throw countersUnavailable("they keep changing");
 }
 
 function amountOf(amount: number): number {

@@ -30,7 +30,7 @@ export async function createUsage(options: {
   const { dataSource, clock, logger } = options;
   const store = new UsageStore(dataSource);
   const directory = await UsageDirectory.create(store, options.bus, clock);
-  const meters = guardedMeters(options.coordinator.meters);
+  const meters = guardedMeters(options.coordinator.meters, logger);
   const counters = new MeterCounters(store, meters, clock);
   const statusEvents = new UsageStatusEvents(dataSource, store, options.events, clock, logger);
   const grants = new GrantWriter({ dataSource, store, meters, statusEvents, logger });

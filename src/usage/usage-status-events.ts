@@ -76,7 +76,13 @@ export class UsageStatusEvents {
       const now = this.clock.now();
       const stored = await this.store.lockStatus(
         manager,
-        { assetId: ref.assetId, providerId: ref.providerId, periodStart: ref.periodStart, normal: NORMAL },
+        {
+          assetId: ref.assetId,
+          providerId: ref.providerId,
+          periodStart: ref.periodStart,
+          periodEnd: ref.periodEnd,
+          normal: NORMAL,
+        },
         now,
       );
       const committed = {
@@ -142,13 +148,13 @@ export class UsageStatusEvents {
 
 /** What to store after the observation, or undefined to leave the stored status as it is. */
 function nextStatus(stored: StoredStatus, observation: StatusObservation, status: number): StoredStatus | undefined {
-  const periodStart = observation.ref.periodStart;
+  const { periodStart, periodEnd } = observation.ref;
   const storedMs = stored.periodStart.getTime();
   if (periodStart.getTime() < storedMs) return undefined;
-  if (periodStart.getTime() > storedMs) return { periodStart, status };
+  if (periodStart.getTime() > storedMs) return { periodStart, periodEnd, status };
   const rises = status > stored.status;
   const falls = observation.allowDecrease === true && status < stored.status;
-  return rises || falls ? { periodStart, status } : undefined;
+  return rises || falls ? { periodStart, periodEnd, status } : undefined;
 }
 
 /** Per asset, the observation of its latest period with the highest value (the last write's for a top-up). */

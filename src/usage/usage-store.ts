@@ -12,6 +12,7 @@ import {
   readSerially,
   rowDate,
   sqlDate,
+  writeSerially,
 } from "../platform/database.js";
 
 export const RECORD_KIND = { transaction: 1, preallocation: 2 } as const;
@@ -55,6 +56,8 @@ export interface RebuiltCounter {
 
 export interface StoredStatus {
   periodStart: Date;
+  /** Null for a credit balance (its period ends only with a top-up). */
+  periodEnd: Date | null;
   status: number;
 }
 
@@ -234,47 +237,68 @@ export class UsageStore {
   /** The status last reported for an asset, its row locked (created at Normal for this period when missing). */
   async lockStatus(
     manager: EntityManager,
-    status: { assetId: string; providerId: string; periodStart: Date; normal: number },
+    status: { assetId: string; providerId: string; periodStart: Date; periodEnd: Date | null; normal: number },
     now: Date,
   ): Promise<StoredStatus> {
-    const select = `SELECT period_start, status FROM usage_statuses WHERE asset_id = ?${forUpdate(this.dialect)}`;
-    let [row] = (await manager.query(select, [status.assetId])) as { period_start: unknown; status: unknown }[];
+    const select = `SELECT period_start, period_end, status FROM usage_statuses WHERE asset_id = ?${forUpdate(this.dialect)}`;
+    type Row = { period_start: unknown; period_end: unknown; status: unknown };
+    let [row] = (await manager.query(select, [status.assetId])) as Row[];
     if (!row) {
       await manager.query(
-        `${insertIgnore(this.dialect)} INTO usage_statuses (asset_id, provider_id, period_start, status, updated_at) VALUES (?, ?, ?, ?, ?)`,
+        `${insertIgnore(this.dialect)} INTO usage_statuses (asset_id, provider_id, period_start, period_end, status, updated_at) VALUES (?, ?, ?, ?, ?, ?)`,
         [
           status.assetId,
           status.providerId,
           sqlDate(this.dialect, status.periodStart),
+          status.periodEnd ? sqlDate(this.dialect, status.periodEnd) : null,
           status.normal,
           sqlDate(this.dialect, now),
         ],
       );
-      [row] = (await manager.query(select, [status.assetId])) as { period_start: unknown; status: unknown }[];
+      [row] = (await manager.query(select, [status.assetId])) as Row[];
     }
-    return { periodStart: rowDate(row.period_start) as Date, status: Number(row.status) };
+    return {
+      periodStart: rowDate(row.period_start) as Date,
+      periodEnd: rowDate(row.period_end),
+      status: Number(row.status),
+    };
   }
 
-  /** Metered assets whose last reported severity is above Normal, oldest period first: candidates for roll-over. */
-  async raisedMeteredStatuses(limit: number): Promise<{ assetId: string; entitlementId: string; periodStart: Date }[]> {
+  /** Assets whose last reported status is above Normal in a period that has ended, the longest ended first. */
+  async raisedEndedStatuses(now: Date, limit: number): Promise<{ assetId: string; periodStart: Date }[]> {
     return readSerially(this.dataSource, async () => {
       const rows = (await this.dataSource.query(
-        `SELECT s.asset_id, a.entitlement_id, s.period_start FROM usage_statuses s
-          JOIN monitored_assets a ON a.id = s.asset_id
-          WHERE s.status > 1 AND a.metric_type = 1 ORDER BY s.period_start LIMIT ?`,
-        [limit],
-      )) as { asset_id: string; entitlement_id: string; period_start: unknown }[];
-      return rows.map((row) => ({
-        assetId: row.asset_id,
-        entitlementId: row.entitlement_id,
-        periodStart: rowDate(row.period_start) as Date,
-      }));
+        "SELECT asset_id, period_start FROM usage_statuses WHERE status > 1 AND period_end <= ? ORDER BY period_end LIMIT ?",
+        [sqlDate(this.dialect, now), limit],
+      )) as { asset_id: string; period_start: unknown }[];
+      return rows.map((row) => ({ assetId: row.asset_id, periodStart: rowDate(row.period_start) as Date }));
     });
   }
 
+  /** The entitlement an asset belongs to; null when the asset is gone. */
+  async entitlementOfAsset(assetId: string): Promise<string | null> {
+    const [row] = (await readSerially(this.dataSource, () =>
+      this.dataSource.query("SELECT entitlement_id FROM monitored_assets WHERE id = ?", [assetId]),
+    )) as { entitlement_id: string | null }[];
+    return row?.entitlement_id ?? null;
+  }
+
+  /** Sets an asset's reported status back to Normal without an event (its asset no longer meters anything). */
+  async clearStatus(assetId: string, now: Date): Promise<void> {
+    await writeSerially(this.dataSource, () =>
+      this.dataSource.query(
+        "UPDATE usage_statuses SET status = 1, period_end = NULL, updated_at = ? WHERE asset_id = ?",
+        [sqlDate(this.dialect, now), assetId],
+      ),
+    );
+  }
+
   async saveStatus(manager: EntityManager, assetId: string, stored: StoredStatus, now: Date): Promise<void> {
-    await manager.query("UPDATE usage_statuses SET period_start = ?, status = ?, updated_at = ? WHERE asset_id = ?", [
+    const sql =
+      "UPDATE usage_statuses SET period_start = ?, period_end = ?, status = ?, updated_at = ? WHERE asset_id = ?";
+    await manager.query(sql, [
       sqlDate(this.dialect, stored.periodStart),
+      stored.periodEnd ? sqlDate(this.dialect, stored.periodEnd) : null,
       stored.status,
       sqlDate(this.dialect, now),
       assetId,

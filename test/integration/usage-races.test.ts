@@ -2,6 +2,7 @@ import anyTest, { type TestFn } from "ava";
 import {
   API_CALLS,
   CREDITS,
+  creditsPath,
   meteredEntitlement,
   meteredSession,
   preallocate,
@@ -11,6 +12,7 @@ import {
 import type { LicensedSession } from "../support/observability.js";
 import { pollUntil } from "../support/poll.js";
 import { type OwnRedis, startOwnRedis } from "../support/redis-server.js";
+import { rest } from "../support/rest.js";
 import { createTestDatabase, startTestServer, type TestServer } from "../support/test-server.js";
 
 // Three instances on one MySQL database and a Redis of this file's own (it is flushed mid-race).
@@ -154,3 +156,42 @@ test.serial("while Redis is down usage answers 503; once it is back the counters
   t.like(after.body, { granted: true, currentValue: 50 });
   t.deepEqual(await recorded(servers[0], entitlement.entitlementId), { count: 2, totalMicro: 50_000_000 });
 });
+
+test.serial("a top-up on one instance is seen by the others' balance events", async (t) => {
+  const { servers } = t.context;
+  const { entitlement, sessions } = await sessionsOnEveryInstance(servers, [CREDITS]);
+  t.like((await preallocate(servers[0].baseUrl, sessions[0], "credits", 45)).body, { granted: true, tier: "Low" });
+  const topUp = await rest(servers[1].baseUrl, "POST", creditsPath(entitlement.entitlementId, "credits"), {
+    amount: 50,
+  });
+  t.like(topUp.body, { balanceStatus: 1, creditsLeft: 55 });
+  t.like((await preallocate(servers[0].baseUrl, sessions[0], "credits", 40)).body, { granted: true, tier: "Low" });
+  const events = (await servers[2].app.dataSource.query(
+    `SELECT e.payload FROM webhook_events e JOIN monitored_assets a ON a.id = e.entity_id
+     WHERE a.entitlement_id = ? ORDER BY e.created_at, e.id`,
+    [entitlement.entitlementId],
+  )) as { payload: string }[];
+  const statuses = events.map((row) => JSON.parse(row.payload).data).map((data) => [data.previousStatus, data.status]);
+  t.deepEqual(statuses.sort(), [
+    [1, 2],
+    [1, 2],
+    [2, 1],
+  ]);
+});
+
+test.serial(
+  "a batch over twelve assets whose counters were all lost is written after rebuilding them together",
+  async (t) => {
+    const { servers, redis } = t.context;
+    const assets = Array.from({ length: 12 }, (_, index) => ({ ...API_CALLS, metricName: `metric-${index}` }));
+    const { entitlement, sessions } = await sessionsOnEveryInstance(servers, assets);
+    const batch = (firstId: number) =>
+      assets.map((asset, index) => ({ transactionId: firstId + index, eventName: asset.metricName, eventData: "2" }));
+    t.is((await sendUsage(servers[0].baseUrl, sessions[0], batch(1))).status, 200);
+    await redis.flushAll();
+    const after = await sendUsage(servers[1].baseUrl, sessions[1], batch(100));
+    t.is(after.status, 200, JSON.stringify(after.body));
+    t.deepEqual(await recorded(servers[0], entitlement.entitlementId), { count: 24, totalMicro: 48_000_000 });
+    t.like((await preallocate(servers[2].baseUrl, sessions[2], "metric-11", 1)).body, { currentValue: 5 });
+  },
+);

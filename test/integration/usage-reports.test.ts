@@ -1,9 +1,11 @@
 import { create } from "@bufbuild/protobuf";
-import { createClient } from "@connectrpc/connect";
+import { Code, type ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
+import * as grpc from "@grpc/grpc-js";
 import anyTest, { type TestFn } from "ava";
 import { UsageAdminService } from "../../gen/provision/v1/usage_admin_pb.js";
 import {
+  RecordUsageTransactionsRequestSchema,
   TryPreallocateRequestSchema,
   type TryPreallocateResponse,
   UsageService,
@@ -172,4 +174,35 @@ test("an auto-balance schedule that is not a cron expression is refused when the
   const refused = await rest(baseUrl, "POST", `${PRODUCTS}/${product.body.id}/monitored-resources`, asset);
   t.is(refused.status, 400);
   t.is(refused.body.errors[0].field, "balanceUsage.autoBalanceCronSchedule");
+});
+
+test("an instant no date can hold answers 400 over gRPC and Connect, never 500", async (t) => {
+  const { server } = t.context;
+  const entitlement = await meteredEntitlement(server.baseUrl, [API_CALLS]);
+  const session = await meteredSession(server.baseUrl, entitlement);
+  const client = grpcClient(UsageService, `127.0.0.1:${server.port}`);
+  t.teardown(() => client.close());
+  const farAway = { seconds: 10n ** 15n, nanos: 0 };
+  const error = await t.throwsAsync<grpc.ServiceError>(
+    client.call(
+      "recordUsageTransactions",
+      create(RecordUsageTransactionsRequestSchema, {
+        sessionId: session.sessionId,
+        events: [{ transactionId: 1n, eventName: "api-calls", eventData: "1", creationDateTime: farAway }],
+      }),
+      authorizationMetadata(session.authorization),
+    ),
+  );
+  t.is(error?.code, grpc.status.INVALID_ARGUMENT, error?.details);
+  const transport = createConnectTransport({
+    baseUrl: server.baseUrl,
+    httpVersion: "1.1",
+    interceptors: [sendAuthorization(server.adminAuthorization)],
+  });
+  const listing = createClient(UsageAdminService, transport).listUsageTransactions({
+    entitlementId: entitlement.entitlementId,
+    from: farAway,
+  });
+  const refused = await t.throwsAsync<ConnectError>(listing);
+  t.is(refused?.code, Code.InvalidArgument);
 });

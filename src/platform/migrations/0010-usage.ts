@@ -26,7 +26,8 @@ function usageRecords(c: Columns): Table {
     ],
     uniques: [{ name: "uq_usage_records_session_transaction", columnNames: ["session_id", "transaction_id"] }],
     indices: [
-      { name: "ix_usage_records_asset_period", columnNames: ["asset_id", "period_start"] },
+      // Covers the rebuild's SUM (and MAX) of a period, which runs while its period row is locked.
+      { name: "ix_usage_records_asset_period", columnNames: ["asset_id", "period_start", "amount"] },
       { name: "ix_usage_records_entitlement", columnNames: ["entitlement_id", "occurred_at"] },
     ],
   });
@@ -61,9 +62,12 @@ function usageStatuses(c: Columns): Table {
       { ...c.uuid("asset_id"), isPrimary: true },
       c.uuid("provider_id"),
       c.datetime("period_start"),
+      // NULL for a credit balance; the roll-over job looks at raised statuses whose period has ended.
+      c.datetime("period_end", true),
       c.int("status"),
       c.datetime("updated_at"),
     ],
+    indices: [{ name: "ix_usage_statuses_raised", columnNames: ["status", "period_end"] }],
   });
 }
 
