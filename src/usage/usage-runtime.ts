@@ -2,6 +2,7 @@ import type { DataSource } from "typeorm";
 import type { LiveSessions } from "../licensing/live-session.js";
 import type { Clock } from "../platform/clock.js";
 import type { Coordinator } from "../platform/coordinator.js";
+import { dialectOf } from "../platform/database.js";
 import type { InvalidationBus } from "../platform/invalidation-bus.js";
 import type { Logger } from "../platform/logger.js";
 import type { Outbox } from "../webhooks/outbox.js";
@@ -33,7 +34,9 @@ export async function createUsage(options: {
   const meters = guardedMeters(options.coordinator.meters, logger);
   const counters = new MeterCounters(store, meters, clock);
   const statusEvents = new UsageStatusEvents(dataSource, store, options.events, clock, logger);
-  const grants = new GrantWriter({ dataSource, store, meters, statusEvents, logger });
+  // SQLite has one writer: a second transaction in flight would only wait for the first.
+  const maxInFlight = dialectOf(dataSource) === "mysql" ? 2 : 1;
+  const grants = new GrantWriter({ dataSource, store, meters, statusEvents, logger, maxInFlight });
   const dependencies: UsageDependencies = {
     dataSource,
     clock,
