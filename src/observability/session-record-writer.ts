@@ -1,6 +1,6 @@
 import type { DataSource } from "typeorm";
 import { dialectOf, inTransaction } from "../platform/database.js";
-import { GroupCommit } from "./group-commit.js";
+import { GroupCommit } from "../platform/group-commit.js";
 import type { NewSessionRecord, SessionRecordStore } from "./session-record-store.js";
 
 /** Rows one transaction writes at most: the batches of five full requests. */

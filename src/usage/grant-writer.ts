@@ -1,5 +1,6 @@
 import type { DataSource } from "typeorm";
 import { inTransaction } from "../platform/database.js";
+import { GroupCommit } from "../platform/group-commit.js";
 import type { Logger } from "../platform/logger.js";
 import type { UsageMeters } from "../platform/usage-meters.js";
 import type { MeterRef, Reserved } from "./meter-counters.js";
@@ -16,12 +17,6 @@ export interface Grant {
 
 /** Recorded; or not, because its counter was rebuilt since (reserve it again). */
 export type GrantOutcome = { written: true } | { written: false; generation: number };
-
-interface Pending {
-  grant: Grant;
-  resolve: (outcome: GrantOutcome) => void;
-  reject: (error: unknown) => void;
-}
 
 export interface GrantWriterOptions {
   dataSource: DataSource;
@@ -41,81 +36,67 @@ export interface GrantWriterOptions {
  * A transaction that fails gives every reservation in it back.
  */
 export class GrantWriter {
-  private queue: Pending[] = [];
-  private inFlight = 0;
-  private readonly maxInFlight: number;
-  private readonly maxBatch: number;
+  private readonly groups: GroupCommit<Grant, GrantOutcome>;
 
   constructor(private readonly options: GrantWriterOptions) {
-    this.maxInFlight = options.maxInFlight ?? 2;
-    this.maxBatch = options.maxBatch ?? 500;
-  }
-
-  write(grant: Grant): Promise<GrantOutcome> {
-    return new Promise((resolve, reject) => {
-      this.queue.push({ grant, resolve, reject });
-      this.next();
+    this.groups = new GroupCommit((grants) => this.writeGroup(grants), {
+      weigh: () => 1,
+      maxWeight: options.maxBatch ?? 500,
+      maxInFlight: options.maxInFlight ?? 2,
     });
   }
 
+  write(grant: Grant): Promise<GrantOutcome> {
+    return this.groups.submit(grant);
+  }
+
   /** Resolves once every grant given so far is written (or failed). */
-  async close(): Promise<void> {
-    while (this.inFlight > 0 || this.queue.length > 0) await new Promise((resolve) => setTimeout(resolve, 5));
+  close(): Promise<void> {
+    return this.groups.drained();
   }
 
-  private next(): void {
-    while (this.inFlight < this.maxInFlight && this.queue.length > 0) {
-      const batch = this.queue.splice(0, this.maxBatch);
-      this.inFlight++;
-      void this.flush(batch).finally(() => {
-        this.inFlight--;
-        this.next();
-      });
-    }
-  }
-
-  private async flush(batch: Pending[]): Promise<void> {
+  private async writeGroup(grants: Grant[]): Promise<GrantOutcome[]> {
     const { dataSource, store, statusEvents } = this.options;
     let remember = () => {};
-    let current: { stillCurrent: Set<Pending>; generations: Map<string, number> };
+    let written: { current: Set<Grant>; generations: Map<string, number> };
     try {
-      current = await inTransaction(dataSource, async (manager) => {
-        const generations = await store.lockGenerations(manager, distinctPeriods(batch));
-        const stillCurrent = batch.filter(
-          ({ grant }) =>
+      written = await inTransaction(dataSource, async (manager) => {
+        const generations = await store.lockGenerations(manager, distinctPeriods(grants));
+        const current = grants.filter(
+          (grant) =>
             generations.get(periodName(grant.ref.assetId, grant.ref.periodStart)) === grant.reserved.generation,
         );
         await store.insertRecords(
           manager,
-          stillCurrent.map(({ grant }) => grant.record),
+          current.map((grant) => grant.record),
           false,
         );
         remember = await statusEvents.record(
           manager,
-          stillCurrent.map(({ grant }) => ({
+          current.map((grant) => ({
             ref: grant.ref,
             valueMicro: grant.reserved.after,
             limitMicro: grant.reserved.limit,
             generation: grant.reserved.generation,
           })),
         );
-        return { stillCurrent: new Set(stillCurrent), generations };
+        return { current: new Set(current), generations };
       });
     } catch (error) {
-      await this.releaseAll(batch);
-      for (const pending of batch) pending.reject(error);
-      return;
+      await this.releaseAll(grants);
+      throw error;
     }
     // Committed: nothing after this point may give the reservations back.
     remember();
-    for (const pending of batch) {
-      if (current.stillCurrent.has(pending)) pending.resolve({ written: true });
-      else pending.resolve({ written: false, generation: generationOf(current.generations, pending.grant.ref) });
-    }
+    return grants.map((grant) =>
+      written.current.has(grant)
+        ? { written: true }
+        : { written: false, generation: generationOf(written.generations, grant.ref) },
+    );
   }
 
-  private async releaseAll(batch: Pending[]): Promise<void> {
-    for (const { grant } of batch) {
+  private async releaseAll(grants: Grant[]): Promise<void> {
+    for (const grant of grants) {
       await this.options.meters
         .release(grant.ref.key, grant.reserved.generation, grant.amountMicro, grant.ref.mode)
         .catch((error: Error) =>
@@ -125,9 +106,9 @@ export class GrantWriter {
   }
 }
 
-function distinctPeriods(batch: Pending[]): { assetId: string; periodStart: Date }[] {
+function distinctPeriods(grants: Grant[]): { assetId: string; periodStart: Date }[] {
   const periods = new Map<string, { assetId: string; periodStart: Date }>();
-  for (const { grant } of batch) {
+  for (const grant of grants) {
     periods.set(periodName(grant.ref.assetId, grant.ref.periodStart), grant.ref);
   }
   return [...periods.values()];

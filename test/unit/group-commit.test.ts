@@ -1,5 +1,5 @@
 import test from "ava";
-import { GroupCommit } from "../../src/observability/group-commit.js";
+import { GroupCommit } from "../../src/platform/group-commit.js";
 
 /** A write whose calls a test sees and finishes one at a time. */
 function heldWrite() {

@@ -27,6 +27,11 @@ export class GroupCommit<Job, Result> {
     private readonly options: GroupCommitOptions<Job>,
   ) {}
 
+  /** Resolves once every job submitted so far is written (or failed). */
+  async drained(): Promise<void> {
+    while (this.inFlight > 0 || this.waiting.length > 0) await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+
   /** Resolves once the job's group is committed. */
   submit(job: Job): Promise<Result> {
     return new Promise((resolve, reject) => {
