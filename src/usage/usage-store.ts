@@ -104,6 +104,7 @@ export class UsageStore {
   async insertRecords(manager: EntityManager, rows: UsageRecordRow[], ignoreDuplicates: boolean): Promise<number> {
     if (rows.length === 0) return 0;
     const parameters: unknown[] = [];
+    const date = datesOf(this.dialect);
     for (const row of rows) {
       parameters.push(
         row.providerId,
@@ -113,9 +114,9 @@ export class UsageStore {
         row.transactionId,
         row.kind,
         row.amountMicro,
-        sqlDate(this.dialect, row.periodStart),
-        sqlDate(this.dialect, row.occurredAt),
-        sqlDate(this.dialect, row.recordedAt),
+        date(row.periodStart),
+        date(row.occurredAt),
+        date(row.recordedAt),
       );
     }
     return changedRows(manager, this.insertSqlFor(rows.length, ignoreDuplicates), parameters);
@@ -351,6 +352,19 @@ export class UsageStore {
     }
     return sql;
   }
+}
+
+/** sqlDate, converting each instant once per batch (a batch's rows share most of their dates). */
+function datesOf(dialect: Dialect): (value: Date) => Date | string {
+  const converted = new Map<number, Date | string>();
+  return (value) => {
+    let text = converted.get(value.getTime());
+    if (text === undefined) {
+      text = sqlDate(dialect, value);
+      converted.set(value.getTime(), text);
+    }
+    return text;
+  };
 }
 
 /** The name of an asset's period, as maps of counters key it. */
