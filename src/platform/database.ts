@@ -56,12 +56,26 @@ interface SqliteConnection {
   function(name: string, options: { deterministic: boolean }, implementation: (value: unknown) => unknown): unknown;
 }
 
-/** Initializes `dataSource` (TypeORM metadata, then a first connection); fails naming DATABASE_URL. */
+/** Connection failures worth another try at start-up: a server too busy to finish a handshake, or full. */
+const TRANSIENT_CONNECT_ERRORS = new Set(["ECONNRESET", "ETIMEDOUT", "PROTOCOL_CONNECTION_LOST", "ER_CON_COUNT_ERROR"]);
+const CONNECT_ATTEMPTS = 4;
+
+/**
+ * Initializes `dataSource` (TypeORM metadata, then a first connection), trying again after a transient failure
+ * (about 1.5 s in all); fails naming DATABASE_URL. A refused connection fails at once.
+ */
 export async function connectDatabase(dataSource: DataSource): Promise<DataSource> {
-  try {
-    return await dataSource.initialize();
-  } catch (error) {
-    throw new Error(`DATABASE_URL is unreachable: ${(error as Error).message}`);
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await dataSource.initialize();
+    } catch (error) {
+      const code = (error as { code?: string }).code ?? "";
+      if (attempt >= CONNECT_ATTEMPTS || !TRANSIENT_CONNECT_ERRORS.has(code)) {
+        throw new Error(`DATABASE_URL is unreachable: ${(error as Error).message}`);
+      }
+      await dataSource.driver.disconnect().catch(() => undefined);
+      await new Promise((resolve) => setTimeout(resolve, 250 * attempt));
+    }
   }
 }
 

@@ -49,3 +49,18 @@ test("a start-up that cannot reach Redis fails naming REDIS_URL and leaves no da
   await pollUntil("the database connections to close", noOpenConnection(proxy));
   t.is(proxy.openConnections(), 0);
 });
+
+test("a database that resets the first connections at start-up is tried again, and the start succeeds", async (t) => {
+  const database = await createTestDatabase();
+  t.teardown(() => database.drop());
+  const url = new URL(database.url);
+  const proxy = await startTcpProxy({ host: url.hostname, port: Number(url.port || 3306) }, { resetFirst: 2 });
+  t.teardown(() => proxy.close());
+  url.host = `127.0.0.1:${proxy.port}`;
+  const app = await createApp(
+    loadConfig({ DATABASE_URL: url.toString(), REDIS_URL: TEST_REDIS_URL }),
+    createLogger("silent"),
+  );
+  t.teardown(() => app.close());
+  t.is(app.bootstrap.kind, "first-client");
+});

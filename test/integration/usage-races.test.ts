@@ -155,6 +155,21 @@ test.serial("while Redis is down usage answers 503; once it is back the counters
   );
   t.like(after.body, { granted: true, currentValue: 50 });
   t.deepEqual(await recorded(servers[0], entitlement.entitlementId), { count: 2, totalMicro: 50_000_000 });
+  // The tests after this one need every instance connected again, not only the one that answered.
+  for (const server of servers) {
+    await pollUntil(
+      "every instance to reach Redis again",
+      () =>
+        server.app.coordinator.ping().then(
+          () => true,
+          () => undefined,
+        ),
+      {
+        timeoutMs: 15_000,
+        intervalMs: 100,
+      },
+    );
+  }
 });
 
 test.serial("a top-up on one instance is seen by the others' balance events", async (t) => {

@@ -8,8 +8,15 @@ export interface TcpProxy {
   close(): Promise<void>;
 }
 
-/** A TCP proxy on an ephemeral port of 127.0.0.1 that pipes each connection to `target`. */
-export async function startTcpProxy(target: { host: string; port: number }): Promise<TcpProxy> {
+/**
+ * A TCP proxy on an ephemeral port of 127.0.0.1 that pipes each connection to `target`; the first `resetFirst`
+ * connections are reset (TCP RST) as soon as they arrive, as a server too busy to answer them would.
+ */
+export async function startTcpProxy(
+  target: { host: string; port: number },
+  { resetFirst = 0 } = {},
+): Promise<TcpProxy> {
+  let toReset = resetFirst;
   const sockets = new Set<net.Socket>();
   const clients = new Set<net.Socket>();
   const track = (socket: net.Socket) => {
@@ -18,6 +25,11 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
     socket.on("error", () => socket.destroy());
   };
   const server = net.createServer((client) => {
+    if (toReset > 0) {
+      toReset--;
+      client.resetAndDestroy();
+      return;
+    }
     const upstream = net.connect(target.port, target.host);
     track(client);
     track(upstream);
