@@ -2,9 +2,9 @@ import { inTransaction } from "../platform/database.js";
 import { nextFireAfter } from "./cron-schedule.js";
 import type { MeterRef } from "./meter-counters.js";
 import type { UsageAsset } from "./usage-assets.js";
+import { BalancePeriodMoved } from "./usage-balance-store.js";
 import type { UsageDependencies } from "./usage-dependencies.js";
 import type { EntitlementUsage } from "./usage-directory.js";
-import { BalancePeriodMoved } from "./usage-store.js";
 
 const MAX_ATTEMPTS = 5;
 
@@ -27,9 +27,7 @@ export async function addCredits(
       const counter = await inTransaction(deps.dataSource, async (manager) => {
         // The balance row first, as the auto-balance locks it: the two never wait on each other in a circle.
         const balance = await deps.balances.find(manager, asset.id, true);
-        if (balance && balance.periodStart.getTime() !== ref.periodStart.getTime()) {
-          throw new BalancePeriodMoved(balance.periodStart);
-        }
+        if (balance) await deps.balances.checkPeriod(manager, asset.id, ref.periodStart);
         const period = await deps.store.lockPeriod(manager, ref, now);
         const generation = period.generation + 1;
         const total = (period.creditTotal ?? 0) + amountMicro;

@@ -139,7 +139,7 @@ export class MeterCounters {
     if (known !== undefined) return new Date(known);
     const now = this.clock.now();
     const cron = asset.balance?.autoBalance?.cron;
-    const start = await this.store.balancePeriodStart(
+    const start = await this.store.balances.periodStartOrBegin(
       { assetId: asset.id, providerId: usage.providerId, entitlementId: usage.entitlementId },
       now,
       cron ? nextFireAfter(cron, now) : null,

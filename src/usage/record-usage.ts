@@ -11,11 +11,12 @@ import { inTransaction, isUniqueViolation } from "../platform/database.js";
 import { DomainError } from "../platform/errors.js";
 import { countersUnavailable } from "./guarded-meters.js";
 import type { MeterRef, Reserved } from "./meter-counters.js";
+import { BalancePeriodMoved } from "./usage-balance-store.js";
 import type { UsageDependencies } from "./usage-dependencies.js";
 import type { EntitlementUsage } from "./usage-directory.js";
 import { type UsageItem, usageItemsOf } from "./usage-items.js";
 import { entitlementUsageOf } from "./usage-lookup.js";
-import { BalancePeriodMoved, periodName, RECORD_KIND, type UsageRecordRow } from "./usage-store.js";
+import { periodName, RECORD_KIND, type UsageRecordRow } from "./usage-store.js";
 
 const MAX_ATTEMPTS = 8;
 

@@ -11,9 +11,10 @@ import { countersUnavailable } from "./guarded-meters.js";
 import type { MeterRef } from "./meter-counters.js";
 import { preallocationResultOf } from "./preallocation-result.js";
 import { toMicro } from "./usage-amounts.js";
+import { BalancePeriodMoved } from "./usage-balance-store.js";
 import type { UsageDependencies } from "./usage-dependencies.js";
 import { entitlementUsageOf, meteredAssetOf } from "./usage-lookup.js";
-import { BalancePeriodMoved, RECORD_KIND } from "./usage-store.js";
+import { RECORD_KIND } from "./usage-store.js";
 
 const MAX_ATTEMPTS = 8;
 

@@ -5,8 +5,8 @@ import { listSessionLogs, listSessionMetrics } from "../observability/session-re
 import * as calls from "./usage-admin-calls.js";
 import type { UsageAdminDependencies } from "./usage-dependencies.js";
 
-/** UsageAdminService: each RPC handed to its named function; one not listed answers `unimplemented`. */
-export function createUsageAdminService(deps: UsageAdminDependencies): Partial<ServiceImpl<typeof UsageAdminService>> {
+/** UsageAdminService: each RPC handed to its named function. */
+export function createUsageAdminService(deps: UsageAdminDependencies): ServiceImpl<typeof UsageAdminService> {
   return {
     getEntitlementUsage: (request, context) => calls.getEntitlementUsage(deps, request, context),
     listUsageTransactions: (request, context) => calls.listUsageTransactions(deps, request, context),

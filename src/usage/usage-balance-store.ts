@@ -1,5 +1,14 @@
 import type { DataSource, EntityManager } from "typeorm";
-import { type Dialect, dialectOf, forUpdate, readSerially, rowDate, sqlDate } from "../platform/database.js";
+import {
+  type Dialect,
+  dialectOf,
+  forUpdate,
+  insertIgnore,
+  inTransaction,
+  readSerially,
+  rowDate,
+  sqlDate,
+} from "../platform/database.js";
 
 /** A credit balance's row: its current period and top-ups. */
 export interface BalanceRow {
@@ -9,6 +18,13 @@ export interface BalanceRow {
   lastDepositAt: Date | null;
   lastAutoBalanceAt: Date | null;
   nextAutoBalanceAt: Date | null;
+}
+
+/** The balance moved on to another period since the caller looked it up. */
+export class BalancePeriodMoved extends Error {
+  constructor(readonly periodStart: Date) {
+    super("the credit balance moved to a new period");
+  }
 }
 
 const COLUMNS = "asset_id, entitlement_id, period_start, last_deposit_at, last_auto_balance_at, next_auto_balance_at";
@@ -27,6 +43,36 @@ export class UsageBalanceStore {
       [assetId],
     )) as Record<string, unknown>[];
     return rows.map(balanceOf)[0];
+  }
+
+  /** The start of a credit balance's current period; a balance used for the first time starts one now. */
+  async periodStartOrBegin(
+    balance: { assetId: string; providerId: string; entitlementId: string },
+    now: Date,
+    nextAutoBalanceAt: Date | null,
+  ): Promise<Date> {
+    return inTransaction(this.dataSource, async (manager) => {
+      const found = await this.find(manager, balance.assetId);
+      if (found) return found.periodStart;
+      await manager.query(
+        `${insertIgnore(this.dialect)} INTO usage_balances (asset_id, provider_id, entitlement_id, period_start, next_auto_balance_at, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
+        [
+          balance.assetId,
+          balance.providerId,
+          balance.entitlementId,
+          sqlDate(this.dialect, now),
+          nextAutoBalanceAt ? sqlDate(this.dialect, nextAutoBalanceAt) : null,
+          sqlDate(this.dialect, now),
+        ],
+      );
+      return ((await this.find(manager, balance.assetId)) as BalanceRow).periodStart;
+    });
+  }
+
+  /** Fails with BalancePeriodMoved unless the balance is (still) in the period starting at `periodStart`. */
+  async checkPeriod(manager: EntityManager, assetId: string, periodStart: Date): Promise<void> {
+    const current = (await this.find(manager, assetId))?.periodStart;
+    if (current && current.getTime() !== periodStart.getTime()) throw new BalancePeriodMoved(current);
   }
 
   /** Balances whose automatic top-up is due, earliest first. */

@@ -11,7 +11,6 @@ import { GrantWriter } from "./grant-writer.js";
 import { guardedMeters } from "./guarded-meters.js";
 import { MeterCounters } from "./meter-counters.js";
 import { periodRolloverJob } from "./period-rollover-job.js";
-import { UsageBalanceStore } from "./usage-balance-store.js";
 import type { UsageDependencies } from "./usage-dependencies.js";
 import { UsageDirectory } from "./usage-directory.js";
 import { UsageStatusEvents } from "./usage-status-events.js";
@@ -42,7 +41,7 @@ export async function createUsage(options: {
     clock,
     logger,
     store,
-    balances: new UsageBalanceStore(dataSource),
+    balances: store.balances,
     directory,
     counters,
     statusEvents,

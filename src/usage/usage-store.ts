@@ -14,6 +14,7 @@ import {
   sqlDate,
   writeSerially,
 } from "../platform/database.js";
+import { UsageBalanceStore } from "./usage-balance-store.js";
 
 export const RECORD_KIND = { transaction: 1, preallocation: 2 } as const;
 
@@ -61,13 +62,6 @@ export interface StoredStatus {
   status: number;
 }
 
-/** The balance moved on to another period since the caller looked it up. */
-export class BalancePeriodMoved extends Error {
-  constructor(readonly periodStart: Date) {
-    super("the credit balance moved to a new period");
-  }
-}
-
 const RECORD_COLUMNS =
   "provider_id, entitlement_id, asset_id, session_id, transaction_id, kind, amount, period_start, occurred_at, recorded_at";
 const RECORD_TUPLE = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
@@ -78,8 +72,12 @@ export class UsageStore {
   private readonly assets: SqlTable<MonitoredAssetRow>;
   private readonly insertSql = new Map<string, string>();
 
+  /** Credit balances' rows (a rebuild checks that its balance is still in the period it counts). */
+  readonly balances: UsageBalanceStore;
+
   constructor(private readonly dataSource: DataSource) {
     this.dialect = dialectOf(dataSource);
+    this.balances = new UsageBalanceStore(dataSource);
     this.assets = new SqlTable(dataSource, MonitoredAssetEntity);
   }
 
@@ -157,7 +155,7 @@ export class UsageStore {
   async rebuild(ref: PeriodRef, now: Date): Promise<RebuiltCounter> {
     return inTransaction(this.dataSource, async (manager) => {
       const period = await this.lockPeriod(manager, ref, now);
-      if (ref.balance) await this.checkBalancePeriod(manager, ref);
+      if (ref.balance) await this.balances.checkPeriod(manager, ref.assetId, ref.periodStart);
       const generation = period.generation + 1;
       await manager.query("UPDATE usage_periods SET generation = ? WHERE asset_id = ? AND period_start = ?", [
         generation,
@@ -304,42 +302,6 @@ export class UsageStore {
       sqlDate(this.dialect, now),
       assetId,
     ]);
-  }
-
-  /** The start of a credit balance's current period; a balance used for the first time starts one now. */
-  async balancePeriodStart(
-    balance: { assetId: string; providerId: string; entitlementId: string },
-    now: Date,
-    nextAutoBalanceAt: Date | null,
-  ): Promise<Date> {
-    const select = "SELECT period_start FROM usage_balances WHERE asset_id = ?";
-    return inTransaction(this.dataSource, async (manager) => {
-      let [row] = (await manager.query(select, [balance.assetId])) as { period_start: unknown }[];
-      if (!row) {
-        await manager.query(
-          `${insertIgnore(this.dialect)} INTO usage_balances (asset_id, provider_id, entitlement_id, period_start, next_auto_balance_at, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
-          [
-            balance.assetId,
-            balance.providerId,
-            balance.entitlementId,
-            sqlDate(this.dialect, now),
-            nextAutoBalanceAt ? sqlDate(this.dialect, nextAutoBalanceAt) : null,
-            sqlDate(this.dialect, now),
-          ],
-        );
-        [row] = (await manager.query(select, [balance.assetId])) as { period_start: unknown }[];
-      }
-      return rowDate(row.period_start) as Date;
-    });
-  }
-
-  /** Fails with BalancePeriodMoved unless the balance is still in the period of `ref`. */
-  async checkBalancePeriod(manager: EntityManager, ref: PeriodRef): Promise<void> {
-    const [row] = (await manager.query("SELECT period_start FROM usage_balances WHERE asset_id = ?", [
-      ref.assetId,
-    ])) as { period_start: unknown }[];
-    const current = row ? (rowDate(row.period_start) as Date) : null;
-    if (current && current.getTime() !== ref.periodStart.getTime()) throw new BalancePeriodMoved(current);
   }
 
   private insertSqlFor(count: number, ignoreDuplicates: boolean): string {
