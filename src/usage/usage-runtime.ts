@@ -7,6 +7,7 @@ import type { InvalidationBus } from "../platform/invalidation-bus.js";
 import type { Logger } from "../platform/logger.js";
 import type { Outbox } from "../webhooks/outbox.js";
 import { autoBalanceJob } from "./auto-balance-job.js";
+import { counterRecountJob } from "./counter-recount-job.js";
 import { GrantWriter } from "./grant-writer.js";
 import { guardedMeters } from "./guarded-meters.js";
 import { MeterCounters } from "./meter-counters.js";
@@ -50,7 +51,7 @@ export async function createUsage(options: {
   };
   return {
     dependencies,
-    jobs: [autoBalanceJob(dependencies), periodRolloverJob(dependencies)],
+    jobs: [autoBalanceJob(dependencies), periodRolloverJob(dependencies), counterRecountJob(dependencies)],
     close: () => close(grants, statusEvents),
   };
 }

@@ -274,6 +274,31 @@ export class UsageStore {
     });
   }
 
+  /**
+   * Counters' periods still current (metered periods not ended, each credit balance's current period), of assets
+   * after `afterAssetId` in id order.
+   */
+  async currentPeriods(
+    now: Date,
+    afterAssetId: string,
+    limit: number,
+  ): Promise<{ assetId: string; entitlementId: string; periodStart: Date }[]> {
+    return readSerially(this.dataSource, async () => {
+      const rows = (await this.dataSource.query(
+        `SELECT p.asset_id, p.entitlement_id, p.period_start FROM usage_periods p
+          LEFT JOIN usage_balances b ON b.asset_id = p.asset_id
+          WHERE p.asset_id > ? AND (p.period_end > ? OR b.period_start = p.period_start)
+          ORDER BY p.asset_id LIMIT ?`,
+        [afterAssetId, sqlDate(this.dialect, now), limit],
+      )) as { asset_id: string; entitlement_id: string; period_start: unknown }[];
+      return rows.map((row) => ({
+        assetId: row.asset_id,
+        entitlementId: row.entitlement_id,
+        periodStart: rowDate(row.period_start) as Date,
+      }));
+    });
+  }
+
   /** The entitlement an asset belongs to; null when the asset is gone. */
   async entitlementOfAsset(assetId: string): Promise<string | null> {
     const [row] = (await readSerially(this.dataSource, () =>

@@ -257,3 +257,27 @@ for (const kind of ["mysql", "embedded"] as const) {
     );
   });
 }
+
+for (const kind of ["mysql", "embedded"] as const) {
+  test.serial(
+    `${kind}: an amount reserved but never written is counted no more after the hourly recount`,
+    async (t) => {
+      const server = t.context.servers[kind];
+      const clock = t.context.clocks[kind];
+      await advance(server, clock, 0);
+      const entitlement = await meteredEntitlement(server.baseUrl, [API_CALLS], LONG_LEASE);
+      const session = await meteredSession(server.baseUrl, entitlement);
+      t.like((await preallocate(server.baseUrl, session, "api-calls", 10)).body, { granted: true, currentValue: 10 });
+      const usage = await usageOf(server, entitlement.entitlementId, "api-calls");
+      // As an instance dying between reserving and writing would leave it.
+      const key = { assetId: usage.assetId, periodStartMs: Date.parse(usage.periodStart) };
+      t.like(await server.app.coordinator.meters.reserve({ key, amount: 50_000_000, mode: "sum" }), {
+        kind: "reserved",
+      });
+      t.like((await preallocate(server.baseUrl, session, "api-calls", 1)).body, { currentValue: 61 });
+      await advance(server, clock, HOUR);
+      await server.app.scheduler.tick();
+      t.like((await preallocate(server.baseUrl, session, "api-calls", 1)).body, { granted: true, currentValue: 12 });
+    },
+  );
+}
