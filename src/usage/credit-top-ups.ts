@@ -22,9 +22,10 @@ export async function addCredits(
   for (let attempt = 1; ; attempt++) {
     const now = deps.clock.now();
     const ref = (await deps.counters.refOf(usage, asset, now)) as MeterRef;
+    let remember = () => {};
+    let counter: { generation: number; used: number; total: number };
     try {
-      let remember = () => {};
-      const counter = await inTransaction(deps.dataSource, async (manager) => {
+      counter = await inTransaction(deps.dataSource, async (manager) => {
         // The balance row first, as the auto-balance locks it: the two never wait on each other in a circle.
         const balance = await deps.balances.find(manager, asset.id, true);
         if (balance) await deps.balances.checkPeriod(manager, asset.id, ref.periodStart);
@@ -39,18 +40,18 @@ export async function addCredits(
         ]);
         return { generation, used, total };
       });
-      remember();
-      // Committed: a counter not loaded now is rebuilt when next used (its generation is gone), never re-added.
-      await deps.counters.meters
-        .load(ref.key, counter.generation, counter.used, counter.total)
-        .catch((error: Error) => {
-          deps.logger.warn({ err: { message: error.message } }, "could not load a topped-up credit counter");
-        });
-      return;
     } catch (error) {
       if (!(error instanceof BalancePeriodMoved) || attempt >= MAX_ATTEMPTS) throw error;
       deps.counters.balanceMoved(asset.id);
+      continue;
     }
+    // Committed: nothing may fail the call now (a retry would add the credits twice). A counter not loaded now
+    // is rebuilt when next used (its generation is gone), never re-added.
+    remember();
+    await deps.counters.meters.load(ref.key, counter.generation, counter.used, counter.total).catch((error: Error) => {
+      deps.logger.warn({ err: { message: error.message } }, "could not load a topped-up credit counter");
+    });
+    return;
   }
 }
 
