@@ -9,6 +9,7 @@ import {
   meteredSession,
   preallocate,
   sendUsage,
+  usageEventsOf,
   usageItems,
 } from "../support/metering.js";
 import type { LicensedSession } from "../support/observability.js";
@@ -29,15 +30,6 @@ test.after.always(async (t) => {
   for (const server of Object.values(t.context.servers ?? {})) await server.close();
   fs.rmSync(t.context.directory, { recursive: true, force: true });
 });
-
-/** The events of an asset written to the outbox, oldest first, with their data. */
-async function assetEvents(server: TestServer, assetId: string) {
-  const rows = (await server.app.dataSource.query(
-    "SELECT type, payload FROM webhook_events WHERE entity_id = ? ORDER BY created_at, id",
-    [assetId],
-  )) as { type: string; payload: string }[];
-  return rows.map((row) => ({ type: row.type, data: JSON.parse(row.payload).data }));
-}
 
 async function assetIdOf(server: TestServer, entitlementId: string, metric: string): Promise<string> {
   const [row] = (await server.app.dataSource.query(
@@ -131,7 +123,7 @@ for (const kind of ["mysql", "embedded"] as const) {
     await Promise.all(Array.from({ length: 20 }, () => preallocate(server.baseUrl, session, "api-calls", 1)));
     await sendUsage(server.baseUrl, session, usageItems("api-calls", [5], 3));
     const assetId = await assetIdOf(server, entitlement.entitlementId, "api-calls");
-    const events = await assetEvents(server, assetId);
+    const events = await usageEventsOf(server, entitlement.entitlementId, "api-calls");
     t.is(events.length, 1);
     t.like(events[0], {
       type: "MeteredUsage.OverageStatusChanged",
@@ -153,7 +145,7 @@ for (const kind of ["mysql", "embedded"] as const) {
     t.like(refused.body, { granted: false, currentValue: 41, tier: "Low", quotaUsageLevel: 2 });
     const last = await preallocate(server.baseUrl, session, "credits", 9);
     t.like(last.body, { granted: true, currentValue: 50, quotaUsageLevel: 4, quotaUsagePolicy: 3 });
-    const events = await assetEvents(server, await assetIdOf(server, entitlement.entitlementId, "credits"));
+    const events = await usageEventsOf(server, entitlement.entitlementId, "credits");
     t.deepEqual(
       events.map((event) => [event.type, event.data.previousStatus, event.data.status, event.data.creditsLeft]),
       [

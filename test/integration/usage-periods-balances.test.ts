@@ -13,6 +13,7 @@ import {
   meteredSession,
   preallocate,
   sendUsage,
+  usageEventsOf,
   usageItems,
 } from "../support/metering.js";
 import { defaultAuthorization, rest } from "../support/rest.js";
@@ -92,12 +93,7 @@ async function advance(server: TestServer, clock: ManualClock, ms: number) {
 }
 
 async function assetEvents(server: TestServer, entitlementId: string, metric: string) {
-  const rows = (await server.app.dataSource.query(
-    `SELECT e.payload FROM webhook_events e JOIN monitored_assets a ON a.id = e.entity_id
-     WHERE a.entitlement_id = ? AND a.metric_name = ? ORDER BY e.created_at, e.id`,
-    [entitlementId, metric],
-  )) as { payload: string }[];
-  return rows.map((row) => JSON.parse(row.payload).data);
+  return (await usageEventsOf(server, entitlementId, metric)).map((event) => event.data);
 }
 
 async function usageOf(server: TestServer, entitlementId: string, metric: string) {

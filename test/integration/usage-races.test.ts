@@ -7,6 +7,7 @@ import {
   meteredSession,
   preallocate,
   sendUsage,
+  usageEventsOf,
   usageItems,
 } from "../support/metering.js";
 import type { LicensedSession } from "../support/observability.js";
@@ -181,12 +182,8 @@ test.serial("a top-up on one instance is seen by the others' balance events", as
   });
   t.like(topUp.body, { balanceStatus: 1, creditsLeft: 55 });
   t.like((await preallocate(servers[0].baseUrl, sessions[0], "credits", 40)).body, { granted: true, tier: "Low" });
-  const events = (await servers[2].app.dataSource.query(
-    `SELECT e.payload FROM webhook_events e JOIN monitored_assets a ON a.id = e.entity_id
-     WHERE a.entitlement_id = ? ORDER BY e.created_at, e.id`,
-    [entitlement.entitlementId],
-  )) as { payload: string }[];
-  const statuses = events.map((row) => JSON.parse(row.payload).data).map((data) => [data.previousStatus, data.status]);
+  const events = await usageEventsOf(servers[2], entitlement.entitlementId);
+  const statuses = events.map(({ data }) => [data.previousStatus, data.status]);
   t.deepEqual(statuses.sort(), [
     [1, 2],
     [1, 2],

@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { activate, codesPath, ENTITLEMENTS, sessionIdOf } from "./licensing.js";
 import type { LicensedSession } from "./observability.js";
 import { PRODUCTS, rest } from "./rest.js";
+import type { TestServer } from "./test-server.js";
 
 const P = "/api/v1/provision";
 export const usagePath = (sessionId: string) => `${P}/usage/sessions/${sessionId}/transactions`;
@@ -113,4 +114,14 @@ export function usageItems(metric: string, amounts: number[], firstId = 1) {
     eventName: metric,
     eventData: String(amount),
   }));
+}
+
+/** The usage events an entitlement's assets wrote to the outbox (one metric's when given), oldest first. */
+export async function usageEventsOf(server: Pick<TestServer, "app">, entitlementId: string, metric?: string) {
+  const rows = (await server.app.dataSource.query(
+    `SELECT e.type, e.payload FROM webhook_events e JOIN monitored_assets a ON a.id = e.entity_id
+     WHERE a.entitlement_id = ?${metric ? " AND a.metric_name = ?" : ""} ORDER BY e.created_at, e.id`,
+    metric ? [entitlementId, metric] : [entitlementId],
+  )) as { type: string; payload: string }[];
+  return rows.map((row) => ({ type: row.type, data: JSON.parse(row.payload).data }));
 }
