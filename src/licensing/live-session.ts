@@ -1,8 +1,7 @@
 import type { HandlerContext } from "@connectrpc/connect";
-import { readSerially } from "../platform/database.js";
 import { providerOf } from "../server/tenant.js";
 import { SESSION_STATE } from "./entities.js";
-import { type SessionCallDependencies, sessionGone, sessionOfCall } from "./session-calls.js";
+import { cachedSession, type SessionCallDependencies, sessionGone, sessionOfCall } from "./session-calls.js";
 
 /** The session a session call (usage, logs, metrics, ratings) records for, with its owners. */
 export interface SessionOfCall {
@@ -25,10 +24,7 @@ export async function liveSessionOfCall(
   context: HandlerContext,
 ): Promise<SessionOfCall> {
   const caller = sessionOfCall({ sessionId }, context);
-  const { dataSource, store } = sessions;
-  const session = await sessions.caches.sessions.get(sessionId, () =>
-    readSerially(dataSource, () => store.findSession(dataSource.manager, sessionId)),
-  );
+  const session = await cachedSession(sessions, sessionId);
   if (session?.state !== SESSION_STATE.live) throw sessionGone(session?.state ?? SESSION_STATE.ended);
   return { sessionId, entitlementId: caller.entitlementId, providerId: providerOf(context) };
 }

@@ -186,7 +186,11 @@ function standingOf(session: LicenseSessionRow) {
   };
 }
 
-function cachedSession(deps: SessionCallDependencies, sessionId: string) {
+/** A session's row from the per-instance cache check-in keeps (loaded on a miss). */
+export function cachedSession(
+  deps: Pick<SessionCallDependencies, "caches" | "store" | "dataSource">,
+  sessionId: string,
+) {
   const { dataSource, store } = deps;
   return deps.caches.sessions.get(sessionId, () =>
     readSerially(dataSource, () => store.findSession(dataSource.manager, sessionId)),

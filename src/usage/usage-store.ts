@@ -1,6 +1,6 @@
 import type { DataSource, EntityManager } from "typeorm";
 import { MonitoredAssetEntity, type MonitoredAssetRow } from "../catalog/entities.js";
-import { SqlTable } from "../catalog/sql-table.js";
+import { placeholders, SqlTable } from "../catalog/sql-table.js";
 import {
   changedRows,
   type Dialect,
@@ -123,7 +123,7 @@ export class UsageStore {
   /** Which of these transaction ids the session has recorded, locking them (a concurrent replay waits). */
   async recordedTransactionIds(manager: EntityManager, sessionId: string, ids: number[]): Promise<Set<number>> {
     const rows = (await manager.query(
-      `SELECT transaction_id FROM usage_records WHERE session_id = ? AND transaction_id IN (${marks(ids.length)})${forUpdate(this.dialect)}`,
+      `SELECT transaction_id FROM usage_records WHERE session_id = ? AND transaction_id IN (${placeholders(ids.length)})${forUpdate(this.dialect)}`,
       [sessionId, ...ids],
     )) as { transaction_id: unknown }[];
     return new Set(rows.map((row) => Number(row.transaction_id)));
@@ -357,8 +357,4 @@ function datesOf(dialect: Dialect): (value: Date) => Date | string {
 /** The name of an asset's period, as maps of counters key it. */
 export function periodName(assetId: string, periodStart: Date): string {
   return `${assetId}:${periodStart.getTime()}`;
-}
-
-function marks(count: number): string {
-  return Array(count).fill("?").join(", ");
 }
