@@ -13,7 +13,7 @@
  *
  * BENCH_MODE=embedded|mysql (default both), BENCH_SECONDS (per measurement, default 4), BENCH_WARMUP_SECONDS (1),
  * BENCH_CONNECTIONS (32), BENCH_STARTUP_RUNS (5), BENCH_LOG_LEVEL (info, the service's default),
- * BENCH_ONLY=usage (only the usage metering rows: no start-up figures, no other row).
+ * BENCH_ONLY=usage|licensing|webhooks|startup (only those rows; without it, all of them).
  */
 import fs from "node:fs";
 import os from "node:os";
@@ -59,6 +59,8 @@ const STARTUP_RUNS = Number(process.env.BENCH_STARTUP_RUNS ?? 5);
 const LOG_LEVEL = process.env.BENCH_LOG_LEVEL ?? "info";
 const MODES: Mode[] = process.env.BENCH_MODE ? [process.env.BENCH_MODE as Mode] : ["embedded", "mysql"];
 const ONLY = process.env.BENCH_ONLY;
+const PARTS = ["usage", "licensing", "webhooks", "startup"];
+if (ONLY && !PARTS.includes(ONLY)) throw new Error(`BENCH_ONLY=${ONLY}: one of ${PARTS.join(", ")}`);
 const GET_PRODUCT = "/provision.v1.CatalogService/GetProduct";
 const load = { connections: CONNECTIONS, seconds: SECONDS, warmupSeconds: WARMUP_SECONDS };
 const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "provision-bench-run-"));
@@ -93,6 +95,19 @@ function httpTargets(authorization: string, productId: string): Record<string, H
       },
     },
   };
+}
+
+const HEALTHZ_REPLY: Reply = {
+  status: 200,
+  headers: { "content-type": "application/json" },
+  body: Buffer.from('{"status":"ok"}').toString("base64"),
+};
+
+/** The service's first start and restart (median of STARTUP_RUNS), beside a bare server's. */
+async function startupFigures(mode: Mode) {
+  console.error(`[${mode}] start-up, ${STARTUP_RUNS} runs`);
+  const startup = await measureStartup(mode, STARTUP_RUNS);
+  return { ...startup, ...(await bareStartup(HEALTHZ_REPLY)) };
 }
 
 async function bareStartup(healthz: Reply) {
@@ -146,9 +161,8 @@ function modeName(mode: Mode): string {
 
 async function benchMode(mode: Mode): Promise<ModeResult> {
   if (ONLY === "usage") return { mode: modeName(mode), paths: await usageRows(mode, load, LOG_LEVEL, scratch) };
-  if (ONLY) throw new Error(`BENCH_ONLY=${ONLY}: only "usage" is known`);
-  console.error(`[${mode}] start-up, ${STARTUP_RUNS} runs`);
-  const startup = await measureStartup(mode, STARTUP_RUNS);
+  if (ONLY === "webhooks") return { mode: modeName(mode), paths: await webhookRows(mode, load, LOG_LEVEL) };
+  if (ONLY === "startup") return { mode: modeName(mode), startup: await startupFigures(mode), paths: [] };
   const storage = await createStorage(mode);
   const servers: Spawned[] = [];
   try {
@@ -176,6 +190,10 @@ async function benchMode(mode: Mode): Promise<ModeResult> {
     servers.push(bare);
 
     const paths: PathResult[] = [];
+    if (ONLY === "licensing") {
+      paths.push(...(await licensingRows(mode, { provision: provision.baseUrl, bare: http1Url }, licensed, load)));
+      return { mode: modeName(mode), paths };
+    }
     const compare = async (key: keyof typeof targets, goal?: string) => {
       console.error(`[${mode}] ${targets[key].name}`);
       const measured = await driveHttp(provision.baseUrl, targets[key], load);
@@ -207,12 +225,7 @@ async function benchMode(mode: Mode): Promise<ModeResult> {
     paths.push(...(await usageRows(mode, load, LOG_LEVEL, scratch)));
     paths.push(...(await webhookRows(mode, load, LOG_LEVEL)));
 
-    const bareFigures = await bareStartup(http1["GET /healthz"]);
-    return {
-      mode: modeName(mode),
-      startup: { ...startup, ...bareFigures },
-      paths,
-    };
+    return { mode: modeName(mode), startup: await startupFigures(mode), paths };
   } finally {
     for (const server of servers) await server.stop();
     await storage.remove();

@@ -1,3 +1,4 @@
+import type { EventEmitter } from "node:events";
 import fs from "node:fs";
 import path from "node:path";
 import type { EntityManager, EntitySchema, MigrationInterface } from "typeorm";
@@ -16,7 +17,7 @@ export function createDataSource(
   migrations: (new () => MigrationInterface)[],
 ): DataSource {
   if (config.kind === "mysql") {
-    return new DataSource({
+    return new ReadCommittedDataSource({
       type: "mysql",
       url: config.url,
       timezone: "Z",
@@ -49,6 +50,37 @@ export function createDataSource(
     },
     logging: false,
   });
+}
+
+/** Data sources whose pooled connections run every transaction at READ COMMITTED already. */
+const readCommittedSessions = new WeakSet<DataSource>();
+const READ_COMMITTED_SESSION = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED";
+
+interface PooledConnection {
+  query(sql: string, done: (error: Error | null) => void): unknown;
+  destroy(): void;
+}
+
+/**
+ * MySQL data source whose pooled connections are set to READ COMMITTED once, at their first use, instead of by
+ * one more round trip at the start of each transaction. A connection that cannot be set is destroyed, so the
+ * statement queued behind it fails rather than run at another level.
+ */
+class ReadCommittedDataSource extends DataSource {
+  override async initialize(): Promise<this> {
+    await super.initialize();
+    const pool = (this.driver as unknown as { pool: EventEmitter }).pool;
+    const prepared = new WeakSet<PooledConnection>();
+    pool.on("acquire", (connection: PooledConnection) => {
+      if (prepared.has(connection)) return;
+      prepared.add(connection);
+      connection.query(READ_COMMITTED_SESSION, (error) => {
+        if (error) connection.destroy();
+      });
+    });
+    readCommittedSessions.add(this);
+    return this;
+  }
 }
 
 interface SqliteConnection {
@@ -176,8 +208,9 @@ export async function inTransaction<T>(
   dataSource: DataSource,
   work: (manager: EntityManager) => Promise<T>,
 ): Promise<T> {
-  const run =
-    dialectOf(dataSource) === "mysql"
+  const run = readCommittedSessions.has(dataSource)
+    ? () => dataSource.transaction(work)
+    : dialectOf(dataSource) === "mysql"
       ? () => dataSource.transaction("READ COMMITTED", work)
       : () => writeSerially(dataSource, () => dataSource.transaction(work));
   for (let attempt = 1; ; attempt++) {
