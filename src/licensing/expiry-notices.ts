@@ -7,6 +7,7 @@ import {
 } from "../../gen/provision/v1/webhook_events_pb.js";
 import { SqlTable } from "../catalog/sql-table.js";
 import { inTransaction, isUniqueViolation, readSerially } from "../platform/database.js";
+import { SCAN_PAGE_SIZE, scanInPages } from "../platform/paged-scan.js";
 import type { ScheduledJob } from "../platform/scheduler.js";
 import type { EventDraft, Outbox } from "../webhooks/outbox.js";
 import { EntitlementEntity, type EntitlementRow } from "./entities.js";
@@ -28,7 +29,12 @@ export interface NoticeLeads {
  * trial end, comes within its lead time: each once per entitlement and deadline (a deadline that moves gets a
  * notice of its own). A deadline already within the lead time when set is noticed at the next tick; one past is not.
  */
-export function expiryNoticesJob(dataSource: DataSource, events: Outbox, leads: NoticeLeads): ScheduledJob {
+export function expiryNoticesJob(
+  dataSource: DataSource,
+  events: Outbox,
+  leads: NoticeLeads,
+  pageSize = SCAN_PAGE_SIZE,
+): ScheduledJob {
   const entitlements = new SqlTable(dataSource, EntitlementEntity);
   const date = (value: Date) =>
     dataSource.driver.preparePersistentValue(
@@ -50,19 +56,26 @@ export function expiryNoticesJob(dataSource: DataSource, events: Outbox, leads: 
       for (const row of expiring) {
         await notify(dataSource, events, row, "expiring", row.expirationDateTime as Date, now, date);
       }
-      const trials = await readSerially(dataSource, () =>
-        entitlements.select(dataSource.manager, "is_template = ? AND is_revoked = ? AND is_entitlement_trial = ?", [
-          bool(dataSource, false),
-          bool(dataSource, false),
-          bool(dataSource, true),
-        ]),
+      const trials = (after: string, limit: number) =>
+        readSerially(dataSource, () =>
+          entitlements.select(
+            dataSource.manager,
+            "is_template = ? AND is_revoked = ? AND is_entitlement_trial = ? AND id > ? ORDER BY id LIMIT ?",
+            [bool(dataSource, false), bool(dataSource, false), bool(dataSource, true), after, limit],
+          ),
+        );
+      await scanInPages(
+        trials,
+        async (rows) => {
+          for (const row of rows) {
+            const ends = trialEndOf(row);
+            if (ends && ends > now && ends.getTime() <= now.getTime() + leads.trialExpiringMs) {
+              await notify(dataSource, events, row, "trial-expiring", ends, now, date);
+            }
+          }
+        },
+        pageSize,
       );
-      for (const row of trials) {
-        const ends = trialEndOf(row);
-        if (ends && ends > now && ends.getTime() <= now.getTime() + leads.trialExpiringMs) {
-          await notify(dataSource, events, row, "trial-expiring", ends, now, date);
-        }
-      }
     },
   };
 }

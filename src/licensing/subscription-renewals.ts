@@ -5,8 +5,9 @@ import {
   EntitlementCancelledDataSchema,
   EntitlementRenewedDataSchema,
 } from "../../gen/provision/v1/webhook_events_pb.js";
-import { SqlTable } from "../catalog/sql-table.js";
+import { placeholders, SqlTable } from "../catalog/sql-table.js";
 import { dialectOf, forUpdate, inTransaction, readSerially } from "../platform/database.js";
+import { scanInPages } from "../platform/paged-scan.js";
 import type { ScheduledJob } from "../platform/scheduler.js";
 import type { EventDraft, Outbox } from "../webhooks/outbox.js";
 import { EntitlementEntity, type EntitlementRow } from "./entities.js";
@@ -24,6 +25,8 @@ export interface RenewalDependencies {
   events: Outbox;
   /** Tells every instance the entitlement changed (its subscription ended), once committed. */
   entitlementChanged: (entitlementId: string) => Promise<void>;
+  /** Entitlements looked at per page of the scan (tests make it small). */
+  pageSize?: number;
 }
 
 /**
@@ -38,25 +41,33 @@ export function subscriptionRenewalsJob(deps: RenewalDependencies): ScheduledJob
     name: "subscription-renewals",
     async run(now) {
       const { dataSource } = deps;
-      const rows = await readSerially(dataSource, () =>
-        entitlements.select(dataSource.manager, "is_template = ? AND is_revoked = ? AND activation_policy LIKE ?", [
-          bool(dataSource, false),
-          bool(dataSource, false),
-          "%subscriptionPolicy%",
-        ]),
+      const page = (after: string, limit: number) =>
+        readSerially(dataSource, () =>
+          entitlements.select(
+            dataSource.manager,
+            "is_template = ? AND is_revoked = ? AND activation_policy LIKE ? AND id > ? ORDER BY id LIMIT ?",
+            [bool(dataSource, false), bool(dataSource, false), "%subscriptionPolicy%", after, limit],
+          ),
+        );
+      await scanInPages(
+        page,
+        async (rows) => {
+          const announced = await lastRenewals(dataSource, rows);
+          for (const row of rows) await renew(deps, row, now, announced.get(row.id));
+        },
+        deps.pageSize,
       );
-      const announced = await lastRenewals(dataSource);
-      for (const row of rows) await renew(deps, row, now, announced.get(row.id));
     },
   };
 }
 
-/** The latest renewal announced of each entitlement: earlier ones need no second look. */
-async function lastRenewals(dataSource: DataSource): Promise<Map<string, Date>> {
+/** The latest renewal announced of each of these entitlements: earlier ones need no second look. */
+async function lastRenewals(dataSource: DataSource, of: EntitlementRow[]): Promise<Map<string, Date>> {
   const column = dataSource.getMetadata(EntitlementEntity).columns.find((c) => c.propertyName === "updatedAt");
   const rows = (await readSerially(dataSource, () =>
     dataSource.query(
-      "SELECT entitlement_id, MAX(due_at) AS last FROM entitlement_notices WHERE kind = 'renewed' GROUP BY entitlement_id",
+      `SELECT entitlement_id, MAX(due_at) AS last FROM entitlement_notices WHERE kind = 'renewed' AND entitlement_id IN (${placeholders(of.length)}) GROUP BY entitlement_id`,
+      of.map((row) => row.id),
     ),
   )) as { entitlement_id: string; last: unknown }[];
   return new Map(
