@@ -39,6 +39,7 @@ import { RouteTable, routesFromAnnotations } from "./server/rest/route-table.js"
 import { createRpcHandler, type RpcHandlerOptions } from "./server/rpc-adapter.js";
 import { ALL_SERVICES, implementServices, registerServices } from "./services.js";
 import { createUsage } from "./usage/usage-runtime.js";
+import { CallbackGrants } from "./webhooks/callback-grants.js";
 import { webhookEntities } from "./webhooks/entities.js";
 import { createWebhooks, type WebhookRuntimeOptions } from "./webhooks/webhooks-runtime.js";
 
@@ -109,8 +110,10 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
   });
   const keys = new KeyStore(identity, clock, config.auth.keyEncryptionKey, config.auth.accessTokenTtlSeconds);
   let products: ProductCache;
+  let callbackGrants: CallbackGrants;
   try {
     clients = await ClientStates.create((clientId) => identity.findClient(clientId), bus, clock);
+    callbackGrants = await CallbackGrants.create(dataSource, bus, clock, logger);
     products = await ProductCache.create(bus, clock, logger);
     const applied = await migrate(dataSource);
     if (applied.length > 0) logger.info({ migrations: applied }, "applied database migrations");
@@ -131,6 +134,7 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
     config: config.webhooks,
     tokens,
     clients,
+    callbackGrants,
     ...options.webhooks,
   });
   const catalog = new CatalogRepository(dataSource);
@@ -168,7 +172,7 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
     usage: usage.dependencies,
   });
   const implementations = options.services?.(allImplemented) ?? allImplemented;
-  const authOptions = { tokens, clients, licenseSessions: licensing.verifier };
+  const authOptions = { tokens, clients, callbackGrants, licenseSessions: licensing.verifier };
   const interceptors = [errorInterceptor(logger), authInterceptor(authOptions), limitsInterceptor()];
   const invoke = createInProcessInvoker(implementations, interceptors);
   const rpcOptions: RpcHandlerOptions = {

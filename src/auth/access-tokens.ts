@@ -14,6 +14,8 @@ export interface AccessTokenClaims {
   scopes: string[];
   /** The client's token generation when the token was issued (private claim `gen`). */
   generation: string;
+  /** A webhook callback token's subscription (private claim `whs`). */
+  subscriptionId?: string;
 }
 
 export interface IssueOptions {
@@ -92,11 +94,22 @@ export class AccessTokens {
         scope,
         provider_id: providerId,
         gen: generation,
-      } = payload as { sub: string; exp: number; scope?: unknown; provider_id?: unknown; gen?: unknown };
+        whs: subscriptionId,
+      } = payload as {
+        sub: string;
+        exp: number;
+        scope?: unknown;
+        provider_id?: unknown;
+        gen?: unknown;
+        whs?: unknown;
+      };
       if (typeof scope !== "string" || typeof providerId !== "string" || typeof generation !== "string")
         throw new joseErrors.JWTInvalid("missing scope, provider_id or gen claim");
+      if (subscriptionId !== undefined && typeof subscriptionId !== "string")
+        throw new joseErrors.JWTInvalid("whs claim is not a string");
+      const scopes = scope.split(" ").filter(Boolean);
       return {
-        claims: { clientId: sub, providerId, scopes: scope.split(" ").filter(Boolean), generation },
+        claims: { clientId: sub, providerId, scopes, generation, ...(subscriptionId ? { subscriptionId } : {}) },
         expiresAt: exp,
       };
     } catch (error) {

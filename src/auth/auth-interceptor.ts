@@ -39,6 +39,8 @@ export const authorizedCallerKey = createContextKey<Caller | undefined>(undefine
 export interface AuthInterceptorOptions {
   tokens: AccessTokens;
   clients: ClientStates;
+  /** Whether a webhook callback token's subscription still grants what the token claims. */
+  callbackGrants?: { stillGrants(claims: Required<AccessTokenClaims>): Promise<boolean> };
   licenseSessions?: LicenseSessionVerifier;
 }
 
@@ -144,6 +146,17 @@ async function authenticateClient(options: AuthInterceptorOptions, authorization
     throw new DomainError(
       "unauthenticated",
       "the access token was revoked: its client has been disabled, deleted or given a new secret since",
+      {
+        slug: "invalid-token",
+        headers: { "www-authenticate": bearerChallenge("invalid_token", "token revoked") },
+      },
+    );
+  }
+  const { subscriptionId } = claims;
+  if (subscriptionId && !(await options.callbackGrants?.stillGrants({ ...claims, subscriptionId }))) {
+    throw new DomainError(
+      "unauthenticated",
+      "the callback token was revoked: its webhook subscription has been deleted or its callback scopes changed",
       {
         slug: "invalid-token",
         headers: { "www-authenticate": bearerChallenge("invalid_token", "token revoked") },

@@ -158,6 +158,7 @@ export async function changeSubscription<T>(
     return { row, result };
   });
   deps.outbox.committed();
+  await deps.callbackGrants?.changed(subscriptionId);
   return changed;
 }
 

@@ -1,5 +1,6 @@
 import type { DataSource } from "typeorm";
 import type { Clock } from "../platform/clock.js";
+import type { CallbackGrants } from "./callback-grants.js";
 import type { DeliveryStore } from "./delivery-store.js";
 import type { Outbox } from "./outbox.js";
 import type { HostLookup } from "./safe-resolve.js";
@@ -18,4 +19,6 @@ export interface WebhookDependencies {
   trustedTargets: TrustedTargets;
   /** Resolves a host name to its addresses (DNS by default; tests inject their own). */
   lookup?: HostLookup;
+  /** Told of every change of a subscription, which its callback tokens answer to. */
+  callbackGrants?: CallbackGrants;
 }

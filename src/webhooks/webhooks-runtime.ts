@@ -5,6 +5,7 @@ import type { ClientStates } from "../auth/client-states.js";
 import type { Clock } from "../platform/clock.js";
 import type { Logger } from "../platform/logger.js";
 import type { WebhookConfig } from "../platform/webhook-config.js";
+import type { CallbackGrants } from "./callback-grants.js";
 import { CallbackTokens } from "./callback-tokens.js";
 import { DeliveryStore } from "./delivery-store.js";
 import { DeliveryWorker } from "./delivery-worker.js";
@@ -23,6 +24,7 @@ export interface WebhookRuntimeOptions {
   config: WebhookConfig;
   tokens: AccessTokens;
   clients: ClientStates;
+  callbackGrants?: CallbackGrants;
   /** Tests: resolve host names without DNS. */
   lookup?: HostLookup;
   /** Tests: the retry jitter's randomness. */
@@ -43,6 +45,7 @@ export function createWebhooks(options: WebhookRuntimeOptions) {
     keyEncryptionKey: options.keyEncryptionKey,
     trustedTargets: config.trustedTargets,
     lookup: options.lookup,
+    callbackGrants: options.callbackGrants,
   };
   const callbackTokens = new CallbackTokens({
     tokens: options.tokens,

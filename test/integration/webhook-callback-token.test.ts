@@ -8,7 +8,7 @@ import { ENTITLEMENTS, entitlementWithCode } from "../support/licensing.js";
 import { createClient } from "../support/oauth-clients.js";
 import { pollUntil } from "../support/poll.js";
 import { type JsonResponse, PRODUCTS, rest } from "../support/rest.js";
-import { startTestServer, type TestServer } from "../support/test-server.js";
+import { createTestDatabase, startTestServer, type TestServer } from "../support/test-server.js";
 import { type Received, WebhookReceiver } from "../support/webhook-receiver.js";
 
 // Callback tokens: every delivery of a subscription with callback scopes (not its challenge) carries a
@@ -208,4 +208,56 @@ each("delete verbs, wildcards and scopes beyond the calling client's are refused
   } finally {
     await receiver.close();
   }
+});
+
+function assertRevoked(t: ExecutionContext, response: JsonResponse, what: string) {
+  t.is(response.status, 401, `${what}: ${JSON.stringify(response.body)}`);
+  t.true(response.headers.get("www-authenticate")?.includes('error="invalid_token"'), what);
+}
+
+each(
+  "a callback token is refused once its subscription no longer grants its scopes, or is deleted",
+  async (t, mode) => {
+    const server = t.context.servers[mode];
+    const receiver = await WebhookReceiver.start();
+    const id = await activeSubscription(server, receiver, ["catalog:read", "entitlements:read"]);
+    const products = `${PRODUCTS}?pageSize=1`;
+    try {
+      const token = callbackTokenOf(await deliveredChange(server, receiver));
+      t.is((await withToken(server, token, "GET", products)).status, 200);
+
+      const narrowed = await rest(server.baseUrl, "PATCH", `${SUBSCRIPTIONS}/${id}`, {
+        callbackScopes: ["catalog:read"],
+      });
+      t.is(narrowed.status, 200, JSON.stringify(narrowed.body));
+      assertRevoked(t, await withToken(server, token, "GET", products), "a token with a scope taken away");
+
+      const narrower = callbackTokenOf(await deliveredChange(server, receiver));
+      t.is(decodeJwt(narrower).scope, "catalog:read");
+      t.is((await withToken(server, narrower, "GET", products)).status, 200, "the next delivery's token works");
+      t.is((await rest(server.baseUrl, "DELETE", `${SUBSCRIPTIONS}/${id}`)).status, 200);
+      assertRevoked(t, await withToken(server, narrower, "GET", products), "a deleted subscription's token");
+    } finally {
+      await closeSubscription(server, receiver, id);
+    }
+  },
+);
+
+test.serial("a subscription deleted on one instance revokes its callback tokens on another at once", async (t) => {
+  const database = await createTestDatabase();
+  const one = await startTestServer({ databaseUrl: database.url, env: ENV });
+  const other = await startTestServer({ databaseUrl: database.url, env: ENV });
+  const receiver = await WebhookReceiver.start();
+  t.teardown(async () => {
+    await receiver.close();
+    await one.close();
+    await other.close();
+    await database.drop();
+  });
+  const id = await activeSubscription(one, receiver, ["catalog:read"]);
+  const token = callbackTokenOf(await deliveredChange(one, receiver));
+  t.is((await withToken(other, token, "GET", `${PRODUCTS}?pageSize=1`)).status, 200, "the other instance knows it");
+
+  t.is((await rest(one.baseUrl, "DELETE", `${SUBSCRIPTIONS}/${id}`)).status, 200);
+  assertRevoked(t, await withToken(other, token, "GET", `${PRODUCTS}?pageSize=1`), "on the other instance");
 });
