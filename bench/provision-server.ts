@@ -92,6 +92,7 @@ export async function startProvision(
       PROVISION_BOOTSTRAP_CLIENT_ID: admin.clientId,
       PROVISION_BOOTSTRAP_CLIENT_SECRET: admin.clientSecret,
       TOKEN_RATE_LIMIT_PER_ADDRESS: "100000",
+      ACTIVATION_RATE_LIMIT_PER_ADDRESS: "100000",
     },
   });
   const baseUrl = `http://127.0.0.1:${port}`;

@@ -147,6 +147,8 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
     keyEncryptionKey: config.auth.keyEncryptionKey,
     userTokens: config.userTokens,
     events: webhooks.outbox,
+    coordinator,
+    activationGuessesPerAddress: config.activationGuessesPerAddress,
   });
   const observability = createObservability({ clock, newId: randomUUID, sessions: licensing.activation });
   const usage = await createUsage({

@@ -1,7 +1,8 @@
 import { parse as parseContentType } from "content-type";
 import getRawBody from "raw-body";
+import { countAttempt, limitRequest, RateLimited, retryAfterSeconds } from "../platform/attempt-limits.js";
 import type { Clock } from "../platform/clock.js";
-import { type Coordinator, isRateLimited, type RateLimiter } from "../platform/coordinator.js";
+import type { Coordinator } from "../platform/coordinator.js";
 import type { Logger } from "../platform/logger.js";
 import { addressBucket, clientAddressOf } from "../server/client-address.js";
 import { writeJson, writeProblem } from "../server/http-responses.js";
@@ -18,12 +19,6 @@ const FORM_LIMIT_BYTES = 16 * 1024;
 /** Longer ids are refused before they reach the database or a rate-limit key; ours are far shorter. */
 const CLIENT_ID_MAX_LENGTH = 256;
 const RATE_WINDOW_SECONDS = 60;
-/**
- * A success is given back to its window only while this much of the window is left: given back after the
- * window ended (as Redis's clock has it), it would open the next window one failure short of its limit. Twice
- * the coordinator's command deadline, so a give-back that our side abandoned cannot land after the window.
- */
-const REWARD_MARGIN_MS = 2000;
 
 export interface TokenEndpointOptions {
   repository: IdentityRepository;
@@ -43,12 +38,6 @@ class TokenError extends Error {
     description: string,
   ) {
     super(description);
-  }
-}
-
-class RateLimited extends Error {
-  constructor(readonly retryAfterMs: number) {
-    super("too many token requests");
   }
 }
 
@@ -77,7 +66,8 @@ export function createTokenEndpoint(options: TokenEndpointOptions) {
     }
     try {
       const address = addressBucket(clientAddressOf(request));
-      await limit(options, limiters.perAddress, address);
+      const warn = (error: unknown) => warnUnavailable(options, error);
+      await limitRequest(limiters.perAddress, address, warn);
       const form = await readForm(request);
       const credentials = clientCredentials(request, form);
       const grantType = form.get("grant_type");
@@ -89,9 +79,9 @@ export function createTokenEndpoint(options: TokenEndpointOptions) {
       // Counted under the id as stored: where the database compares ids loosely (trailing spaces on a PAD SPACE
       // collation), `admin ` must not get counters of its own while reaching the secret of `admin`.
       const attempt = await countAttempt(
-        options,
         limiters.perClient,
         `${found?.clientId ?? credentials.clientId}:${address}`,
+        warn,
       );
       const secretMatches = await verifySecret(credentials.clientSecret, found?.secretHash ?? DECOY_HASH);
       const client =
@@ -120,7 +110,7 @@ export function createTokenEndpoint(options: TokenEndpointOptions) {
     } catch (error) {
       discardUnreadBody(request, response);
       if (error instanceof RateLimited) {
-        const seconds = Math.max(1, Math.ceil(error.retryAfterMs / 1000));
+        const seconds = retryAfterSeconds(error);
         response.setHeader("Retry-After", String(seconds));
         writeProblem(response, {
           status: 429,
@@ -136,52 +126,6 @@ export function createTokenEndpoint(options: TokenEndpointOptions) {
       writeJson(response, status, { error: error.error, error_description: error.message });
     }
   };
-}
-
-/**
- * Counts one authentication attempt of a client id from an address, atomically and before the secret is
- * checked, and refuses it when the window's attempts, less its successful ones, exceed the limit. So however
- * many wrong secrets arrive at once, exactly the limit of them are checked in a window and the rest answer 429
- * (from that address the right secret too, until the window ends); elsewhere nobody is affected. A success
- * gives its point back, so successes never use up the limit.
- */
-async function countAttempt(
-  options: TokenEndpointOptions,
-  limiter: RateLimiter,
-  subject: string,
-): Promise<{ succeeded(): Promise<void> }> {
-  const started = performance.now();
-  let msLeftInWindow: number;
-  try {
-    msLeftInWindow = (await limiter.consume(subject)).msBeforeNext;
-  } catch (reason) {
-    if (isRateLimited(reason)) throw new RateLimited(reason.msBeforeNext);
-    warnUnavailable(options, reason);
-    return { succeeded: async () => {} };
-  }
-  return {
-    async succeeded() {
-      if (msLeftInWindow - (performance.now() - started) < REWARD_MARGIN_MS) return;
-      try {
-        await limiter.reward(subject);
-      } catch (error) {
-        warnUnavailable(options, error);
-      }
-    },
-  };
-}
-
-/**
- * Counts one request against `key`. When the coordinator is unreachable the request goes through unlimited
- * (and a warning is logged): losing Redis must not lock every client out.
- */
-async function limit(options: TokenEndpointOptions, limiter: RateLimiter, key: string): Promise<void> {
-  try {
-    await limiter.consume(key);
-  } catch (reason) {
-    if (isRateLimited(reason)) throw new RateLimited(reason.msBeforeNext);
-    warnUnavailable(options, reason);
-  }
 }
 
 function warnUnavailable(options: TokenEndpointOptions, error: unknown): void {

@@ -13,6 +13,7 @@ import type { Outbox } from "../webhooks/outbox.js";
 import { presentedCodeKey } from "./activation-code-format.js";
 import { findActivationCodeByKey } from "./activation-code-store.js";
 import { MAX_EMAIL_LENGTH, MAX_FINGERPRINT_LENGTH } from "./activation-code-validation.js";
+import type { ActivationGuesses } from "./activation-guesses.js";
 import {
   asInteractive,
   checkHost,
@@ -58,6 +59,8 @@ export interface ActivationDependencies {
   userTokens: UserTokens | null;
   /** Callers' reverse-DNS names, for requireAclHostNameMember. */
   hostNames: ClientHostNames;
+  /** Counts activations presenting a code, per source address, refusing past the wrong guesses allowed. */
+  guesses: ActivationGuesses;
 }
 
 /** The fields ActivateLicense and ActivateJwt share. */
@@ -116,12 +119,14 @@ export async function activate(
   };
   const clientAddress = context.values.get(clientAddressKey);
   const input = { key, now, clientAddress, prepared, interactive: request.useInteractiveUser, presented };
-  const activated = await withPreparation(deps, prepared, clientAddress, () =>
-    inTransaction(deps.dataSource, (manager) =>
-      // The user as prepared so far: a run again after signing in sees them.
-      activateInTransaction(deps, manager, { ...input, ask: { ...ask, user: prepared.user } }),
-    ),
-  );
+  const run = () =>
+    withPreparation(deps, prepared, clientAddress, () =>
+      inTransaction(deps.dataSource, (manager) =>
+        // The user as prepared so far: a run again after signing in sees them.
+        activateInTransaction(deps, manager, { ...input, ask: { ...ask, user: prepared.user } }),
+      ),
+    );
+  const activated = presented === null ? await run() : await deps.guesses.attempt(clientAddress, run);
   deps.events.committed();
   if (activated.replaced.length > 0) await deps.sessionsChanged(...activated.replaced);
   if (activated.trialStarted) await deps.entitlementChanged(activated.session.entitlementId);

@@ -3,9 +3,11 @@ import type { DataSource } from "typeorm";
 import type { CatalogRepository } from "../catalog/catalog-repository.js";
 import type { Clock } from "../platform/clock.js";
 import type { UserTokenConfig } from "../platform/config.js";
+import type { Coordinator } from "../platform/coordinator.js";
 import type { InvalidationBus } from "../platform/invalidation-bus.js";
 import type { Logger } from "../platform/logger.js";
 import type { Outbox } from "../webhooks/outbox.js";
+import { ActivationGuesses } from "./activation-guesses.js";
 import type { EntitlementFacts } from "./activation-rules.js";
 import { checkInFastRoute } from "./check-in-fast-route.js";
 import { CheckInWriter } from "./check-in-writer.js";
@@ -34,6 +36,9 @@ export async function createLicensing(options: {
   userTokens?: UserTokenConfig;
   /** The webhook outbox licensing changes write their events to. */
   events: Outbox;
+  /** Counts wrong activation codes per address across instances. */
+  coordinator: Coordinator;
+  activationGuessesPerAddress: number;
 }) {
   const { dataSource, clock, logger } = options;
   const caches = await LicensingCaches.create<EntitlementFacts>(options.bus, clock, logger);
@@ -59,6 +64,7 @@ export async function createLicensing(options: {
     checkIns,
     userTokens: options.userTokens ? new UserTokens(options.userTokens, clock, logger) : null,
     hostNames: new ClientHostNames(clock),
+    guesses: new ActivationGuesses(options.coordinator, options.activationGuessesPerAddress, logger),
   };
   return {
     dependencies,

@@ -53,6 +53,8 @@ export interface Config {
   auth: AuthConfig;
   /** Unset: interactive-user activation is refused (403 interactive-user-not-configured). */
   userTokens?: UserTokenConfig;
+  /** Activations with a wrong code (or invitation email) allowed per source address, each minute. */
+  activationGuessesPerAddress: number;
   webhooks: WebhookConfig;
 }
 
@@ -101,6 +103,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     trustedProxies: trustedProxies(env),
     auth: authConfig(env),
     userTokens: userTokenConfig(env),
+    activationGuessesPerAddress: integer(env, "ACTIVATION_RATE_LIMIT_PER_ADDRESS", 60, 1, 100000),
     webhooks: webhookConfig(env),
   };
 }

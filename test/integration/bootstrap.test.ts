@@ -98,6 +98,7 @@ test("a first start that cannot reach Redis makes no client; the next start prin
     LOG_LEVEL: "info",
     // Every test file shares one Redis and so 127.0.0.1's request counter, as startTestServer knows.
     TOKEN_RATE_LIMIT_PER_ADDRESS: "100000",
+    ACTIVATION_RATE_LIMIT_PER_ADDRESS: "100000",
   };
 
   const failed = spawnProvision({ ...env, REDIS_URL: `redis://127.0.0.1:${await closedPort()}` });

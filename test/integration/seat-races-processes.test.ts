@@ -43,6 +43,7 @@ test.before(async (t) => {
     PROVISION_BOOTSTRAP_CLIENT_ID: admin.id,
     PROVISION_BOOTSTRAP_CLIENT_SECRET: admin.secret,
     TOKEN_RATE_LIMIT_PER_ADDRESS: "100000",
+    ACTIVATION_RATE_LIMIT_PER_ADDRESS: "100000",
   };
   // The first runs the migrations alone; the other two start on the migrated database.
   t.context.instances.push(await startInstance(env));

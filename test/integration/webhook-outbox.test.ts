@@ -210,6 +210,7 @@ async function cluster(t: ExecutionContext<Context>, extraEnv: Record<string, st
     PROVISION_BOOTSTRAP_CLIENT_ID: admin.id,
     PROVISION_BOOTSTRAP_CLIENT_SECRET: admin.secret,
     TOKEN_RATE_LIMIT_PER_ADDRESS: "100000",
+    ACTIVATION_RATE_LIMIT_PER_ADDRESS: "100000",
   };
   const instances: Instance[] = [];
   return {

@@ -75,6 +75,8 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     PROVISION_BOOTSTRAP_CLIENT_ID: admin.clientId,
     PROVISION_BOOTSTRAP_CLIENT_SECRET: admin.clientSecret,
     TOKEN_RATE_LIMIT_PER_ADDRESS: "100000",
+    // Every test file shares one Redis and 127.0.0.1: one file's wrong codes must not use up another's limit.
+    ACTIVATION_RATE_LIMIT_PER_ADDRESS: "100000",
     ...(options.embedded
       ? { DATABASE_URL: `sqlite:${options.embedded.file}` }
       : { DATABASE_URL: options.databaseUrl ?? database?.url, REDIS_URL: TEST_REDIS_URL }),

@@ -23,6 +23,7 @@ test("an empty environment gives the documented defaults", (t) => {
       tokenRateLimitPerAddress: 120,
     },
     userTokens: undefined,
+    activationGuessesPerAddress: 60,
   });
   t.true(config.database.kind === "sqlite" && path.isAbsolute(config.database.file));
   const { trustedTargets, ...webhookDefaults } = webhooks;
@@ -149,6 +150,11 @@ test("the auth variables are read as given", (t) => {
   });
 });
 
+test("ACTIVATION_RATE_LIMIT_PER_ADDRESS: 60 wrong activation codes a minute unless set", (t) => {
+  t.is(loadConfig({}).activationGuessesPerAddress, 60);
+  t.is(loadConfig({ ACTIVATION_RATE_LIMIT_PER_ADDRESS: "5" }).activationGuessesPerAddress, 5);
+});
+
 test("without PUBLIC_BASE_URL the issuer follows PORT", (t) => {
   t.is(loadConfig({ PORT: "9000" }).auth.issuer, "http://localhost:9000");
 });
@@ -173,6 +179,8 @@ const INVALID: [env: Record<string, string>, variable: string][] = [
   [{ BODY_LIMIT_BYTES: "1" }, "BODY_LIMIT_BYTES"],
   [{ BODY_LIMIT_BYTES: "1MB" }, "BODY_LIMIT_BYTES"],
   [{ SHUTDOWN_GRACE_MS: "600000" }, "SHUTDOWN_GRACE_MS"],
+  [{ ACTIVATION_RATE_LIMIT_PER_ADDRESS: "0" }, "ACTIVATION_RATE_LIMIT_PER_ADDRESS"],
+  [{ ACTIVATION_RATE_LIMIT_PER_ADDRESS: "ten" }, "ACTIVATION_RATE_LIMIT_PER_ADDRESS"],
   [{ PUBLIC_BASE_URL: "licensing.example.com" }, "PUBLIC_BASE_URL"],
   [{ PUBLIC_BASE_URL: "ftp://licensing.example.com" }, "PUBLIC_BASE_URL"],
   [{ PUBLIC_BASE_URL: "https://" }, "PUBLIC_BASE_URL"],

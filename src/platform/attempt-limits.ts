@@ -1,0 +1,68 @@
+import { isRateLimited, type RateLimiter } from "./coordinator.js";
+
+/**
+ * A success is given back to its window only while this much of the window is left: given back after the
+ * window ended (as Redis's clock has it), it would open the next window one failure short of its limit. Twice
+ * the coordinator's command deadline, so a give-back that our side abandoned cannot land after the window.
+ */
+const REWARD_MARGIN_MS = 2000;
+
+/** Refused by a rate limit: try again after `retryAfterMs`. */
+export class RateLimited extends Error {
+  constructor(readonly retryAfterMs: number) {
+    super("rate limited");
+  }
+}
+
+/** Whole seconds to wait, for a `Retry-After` header: at least 1. */
+export function retryAfterSeconds(limited: RateLimited): number {
+  return Math.max(1, Math.ceil(limited.retryAfterMs / 1000));
+}
+
+/** An attempt counted against its limit; a success gives its point back. */
+export interface CountedAttempt {
+  succeeded(): Promise<void>;
+}
+
+/**
+ * Counts one attempt of `subject`, atomically and before it is checked, and throws RateLimited when the window's
+ * attempts, less its successful ones, exceed the limit. So however many failing attempts arrive at once, exactly
+ * the limit of them are checked in a window and the rest are refused (the subject's good attempts too, until the
+ * window ends). When the coordinator is unreachable the attempt goes through uncounted and `warn` is told:
+ * losing Redis must not lock everybody out.
+ */
+export async function countAttempt(
+  limiter: RateLimiter,
+  subject: string,
+  warn: (error: unknown) => void,
+): Promise<CountedAttempt> {
+  const started = performance.now();
+  let msLeftInWindow: number;
+  try {
+    msLeftInWindow = (await limiter.consume(subject)).msBeforeNext;
+  } catch (reason) {
+    if (isRateLimited(reason)) throw new RateLimited(reason.msBeforeNext);
+    warn(reason);
+    return { succeeded: async () => {} };
+  }
+  return {
+    async succeeded() {
+      if (msLeftInWindow - (performance.now() - started) < REWARD_MARGIN_MS) return;
+      try {
+        await limiter.reward(subject);
+      } catch (error) {
+        warn(error);
+      }
+    },
+  };
+}
+
+/** Counts one request against `key`, throwing RateLimited beyond the limit; unlimited (and `warn`) without Redis. */
+export async function limitRequest(limiter: RateLimiter, key: string, warn: (error: unknown) => void): Promise<void> {
+  try {
+    await limiter.consume(key);
+  } catch (reason) {
+    if (isRateLimited(reason)) throw new RateLimited(reason.msBeforeNext);
+    warn(reason);
+  }
+}
