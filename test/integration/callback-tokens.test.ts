@@ -8,12 +8,13 @@ import {
   CallbackTokens,
   DEFAULT_CALLBACK_TOKEN_TTL_SECONDS,
 } from "../../src/webhooks/callback-tokens.js";
-import { bearerWithScopes } from "../support/credentials.js";
+import { bearerWithScopes, mintAccessToken } from "../support/credentials.js";
 import { ENTITLEMENTS } from "../support/licensing.js";
 import { type ManualClock, manualClock } from "../support/manual-clock.js";
 import { CLIENTS } from "../support/oauth-clients.js";
 import { type JsonResponse, PRODUCTS, rest } from "../support/rest.js";
 import { startTestServer, type TestServer } from "../support/test-server.js";
+import { SUBSCRIPTIONS } from "../support/webhooks.js";
 
 interface Context {
   server: TestServer;
@@ -26,10 +27,12 @@ const test = anyTest as TestFn<Context>;
 const TTL_MS = DEFAULT_CALLBACK_TOKEN_TTL_SECONDS * 1000;
 /** The clock skew access token checks tolerate (key-store.ts). */
 const SKEW_MS = 30_000;
+/** The subscriptions' endpoint: a loopback port nothing listens on (their challenges are never answered). */
+const UNANSWERED_RECEIVER = "http://127.0.0.1:9/hooks";
 
 test.before(async (t) => {
   const clock = manualClock();
-  const server = await startTestServer({ clock });
+  const server = await startTestServer({ clock, env: { WEBHOOK_TRUSTED_TARGETS: "127.0.0.1" } });
   const identity = new IdentityRepository(server.app.dataSource);
   const warnings: unknown[] = [];
   const callbackTokens = new CallbackTokens({
@@ -53,17 +56,28 @@ async function adminCall(server: TestServer, method: string, path: string, body?
   return rest(server.baseUrl, method, path, body, { authorization });
 }
 
-/** A client holding more than its subscription's callback scopes, and a grant of a few of them. */
+/**
+ * A client holding more than its subscription's callback scopes, and a grant of a few of them: the callback scopes
+ * of a subscription that client created (a callback token answers to its subscription as it is now).
+ */
 async function clientWithGrant(server: TestServer, scopes = ["catalog:read", "catalog:create"]) {
-  const { status, body } = await adminCall(server, "POST", CLIENTS, {
-    name: "billing",
-    scopes: ["catalog:*", "entitlements:read"],
-  });
+  const clientScopes = ["catalog:*", "entitlements:read", "webhooks:create"];
+  const { status, body } = await adminCall(server, "POST", CLIENTS, { name: "billing", scopes: clientScopes });
   if (status !== 200) throw new Error(`creating a client answered ${status}`);
+  const clientId = body.client.clientId as string;
+  const authorization = `Bearer ${await mintAccessToken(server.app, clientId, clientScopes)}`;
+  const subscription = await rest(
+    server.baseUrl,
+    "POST",
+    SUBSCRIPTIONS,
+    { url: UNANSWERED_RECEIVER, eventTypes: ["Entitlement.*"], callbackScopes: scopes },
+    { authorization },
+  );
+  if (subscription.status !== 200) throw new Error(`subscription: ${JSON.stringify(subscription.body)}`);
   const grant: CallbackGrant = {
-    subscriptionId: randomUUID(),
+    subscriptionId: subscription.body.subscription.id,
     providerId: DEFAULT_PROVIDER_ID,
-    clientId: body.client.clientId,
+    clientId,
     scopes,
   };
   return grant;
