@@ -11,6 +11,28 @@ export type BootstrapOutcome =
   | { kind: "first-client"; clientId: string; clientSecret: string }
   | { kind: "nothing" };
 
+/** The configured bootstrap secret checked against the hash stored at the time (see checkBootstrapSecretEarly). */
+export interface SecretCheck {
+  hash: string;
+  matches: boolean;
+}
+
+/**
+ * Checks the configured bootstrap secret against its stored hash while the rest of start-up goes on (the scrypt
+ * runs on libuv's thread pool); bootstrapIdentity reuses the answer if the hash is still the same. Never fails:
+ * with no configured client, no stored one, or no table yet (a first start), there is nothing to reuse.
+ */
+export async function checkBootstrapSecretEarly(
+  identity: IdentityRepository,
+  config: AuthConfig,
+): Promise<SecretCheck | undefined> {
+  const configured = config.bootstrapClient;
+  if (!configured) return undefined;
+  const existing = await identity.findClient(configured.clientId).catch(() => null);
+  if (!existing) return undefined;
+  return { hash: existing.secretHash, matches: await verifySecret(configured.clientSecret, existing.secretHash) };
+}
+
 /**
  * Makes sure someone can get a token: the configured bootstrap client (all scopes, on the default provider)
  * exists with the configured secret; or, on a database with no client at all, a first client is made and its
@@ -21,15 +43,21 @@ export async function bootstrapIdentity(
   config: AuthConfig,
   clock: Clock,
   newId: () => string,
+  earlyCheck?: Promise<SecretCheck | undefined>,
 ): Promise<BootstrapOutcome> {
+  const early = await earlyCheck;
   return identity.withLock("provision-bootstrap", async () => {
     const configured = config.bootstrapClient;
     if (configured) {
       const existing = await identity.findClient(configured.clientId);
       if (existing) {
+        const unchanged =
+          early?.hash === existing.secretHash
+            ? early.matches
+            : await verifySecret(configured.clientSecret, existing.secretHash);
         // A new configured secret is a rotation: the tokens issued under the old one are revoked with it.
         const changes = {
-          ...((await verifySecret(configured.clientSecret, existing.secretHash))
+          ...(unchanged
             ? {}
             : { secretHash: await hashSecret(configured.clientSecret), tokenGeneration: newTokenGeneration() }),
           ...(existing.scopes === ALL_SCOPES ? {} : { scopes: ALL_SCOPES }),

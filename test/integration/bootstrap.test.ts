@@ -1,14 +1,21 @@
-import { randomBytes } from "node:crypto";
+import { randomBytes, randomUUID } from "node:crypto";
+import fs from "node:fs";
 import net from "node:net";
-import test from "ava";
+import os from "node:os";
+import path from "node:path";
+import test, { type ExecutionContext } from "ava";
 import mysql from "mysql2/promise";
 import { createApp } from "../../src/app.js";
+import { bootstrapIdentity } from "../../src/auth/bootstrap.js";
 import { IdentityRepository } from "../../src/auth/identity-repository.js";
+import { verifySecret } from "../../src/auth/secrets.js";
+import { systemClock } from "../../src/platform/clock.js";
 import { loadConfig } from "../../src/platform/config.js";
 import { createLogger } from "../../src/platform/logger.js";
-import { requestToken } from "../support/auth.js";
+import { accessToken, requestToken } from "../support/auth.js";
 import { spawnProvision } from "../support/provision-process.js";
-import { createTestDatabase, TEST_REDIS_URL } from "../support/test-server.js";
+import { PRODUCTS, rest } from "../support/rest.js";
+import { createTestDatabase, startTestServer, TEST_REDIS_URL } from "../support/test-server.js";
 
 function appOn(databaseUrl: string, env: Record<string, string> = {}) {
   const config = loadConfig({ DATABASE_URL: databaseUrl, REDIS_URL: TEST_REDIS_URL, ...env });
@@ -39,6 +46,61 @@ test("with bootstrap variables, start-up ensures that client with all scopes, id
   await again.close();
 });
 
+for (const storage of ["mysql", "embedded"] as const) {
+  test(`${storage}: a new configured secret at the next start replaces the old one, and the tokens issued under it`, async (t) => {
+    const where = await storageFor(storage, t);
+    const clientId = `boot-${randomBytes(4).toString("hex")}`;
+    const oldSecret = randomBytes(32).toString("base64url");
+    const newSecret = randomBytes(32).toString("base64url");
+    const startWith = (secret: string) =>
+      startTestServer({
+        ...where,
+        env: { PROVISION_BOOTSTRAP_CLIENT_ID: clientId, PROVISION_BOOTSTRAP_CLIENT_SECRET: secret },
+      });
+
+    const first = await startWith(oldSecret);
+    const oldToken = `Bearer ${await accessToken(first.baseUrl, clientId, oldSecret)}`;
+    t.is((await rest(first.baseUrl, "GET", PRODUCTS, undefined, { authorization: oldToken })).status, 200);
+    await first.close();
+
+    const same = await startWith(oldSecret);
+    t.deepEqual(same.app.bootstrap, { kind: "configured-client", clientId, created: false });
+    t.is((await rest(same.baseUrl, "GET", PRODUCTS, undefined, { authorization: oldToken })).status, 200);
+    await same.close();
+
+    const rotated = await startWith(newSecret);
+    t.teardown(() => rotated.close());
+    t.is((await requestToken(rotated.baseUrl, clientId, oldSecret)).status, 401, "the old secret");
+    t.is((await rest(rotated.baseUrl, "GET", PRODUCTS, undefined, { authorization: oldToken })).status, 401);
+    const newToken = `Bearer ${await accessToken(rotated.baseUrl, clientId, newSecret)}`;
+    t.is((await rest(rotated.baseUrl, "GET", PRODUCTS, undefined, { authorization: newToken })).status, 200);
+  });
+}
+
+test("a secret checked early against a hash that has changed since is checked again under the lock", async (t) => {
+  const database = await createTestDatabase();
+  t.teardown(() => database.drop());
+  const clientId = `boot-${randomBytes(4).toString("hex")}`;
+  const env = { PROVISION_BOOTSTRAP_CLIENT_ID: clientId, PROVISION_BOOTSTRAP_CLIENT_SECRET: "a".repeat(40) };
+  const app = await appOn(database.url, env);
+  t.teardown(() => app.close());
+  const identity = new IdentityRepository(app.dataSource);
+  const before = await identity.findClient(clientId);
+
+  const rotatedConfig = loadConfig({
+    DATABASE_URL: database.url,
+    PROVISION_BOOTSTRAP_CLIENT_ID: clientId,
+    PROVISION_BOOTSTRAP_CLIENT_SECRET: "b".repeat(40),
+  }).auth;
+  // As if another instance had rotated the secret after this one's early check said "unchanged".
+  const stale = Promise.resolve({ hash: "scrypt$a-hash-no-longer-stored", matches: true });
+  await bootstrapIdentity(identity, rotatedConfig, systemClock, randomUUID, stale);
+  const after = await identity.findClient(clientId);
+  t.not(after?.secretHash, before?.secretHash, "the new secret was stored");
+  t.true(await verifySecret("b".repeat(40), after?.secretHash ?? ""));
+  t.not(after?.tokenGeneration, before?.tokenGeneration, "the old tokens were revoked");
+});
+
 test("without bootstrap variables, the first start on an empty database makes one client and hands its secret once", async (t) => {
   const database = await createTestDatabase();
   t.teardown(() => database.drop());
@@ -63,6 +125,18 @@ test("instances starting at once on an empty database make exactly one first cli
   t.is(await identity.countClients(), 1);
   t.is((await identity.listSigningKeys()).length, 1);
 });
+
+/** Where a test's successive servers keep their data: one MySQL database, or one SQLite file. */
+async function storageFor(storage: "mysql" | "embedded", t: ExecutionContext) {
+  if (storage === "embedded") {
+    const directory = fs.mkdtempSync(path.join(os.tmpdir(), "provision-bootstrap-"));
+    t.teardown(() => fs.rmSync(directory, { recursive: true, force: true }));
+    return { embedded: { file: path.join(directory, "provision.sqlite") } };
+  }
+  const database = await createTestDatabase();
+  t.teardown(() => database.drop());
+  return { databaseUrl: database.url };
+}
 
 /** A local port nothing listens on: connections to it are refused. */
 async function closedPort(): Promise<number> {
