@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { DataSource } from "typeorm";
 import { AccessTokens } from "./auth/access-tokens.js";
 import { authInterceptor, createAuthorizer } from "./auth/auth-interceptor.js";
-import { type BootstrapOutcome, bootstrapIdentity, checkBootstrapSecretEarly } from "./auth/bootstrap.js";
+import { type BootstrapOutcome, bootstrapIdentity, prepareBootstrap } from "./auth/bootstrap.js";
 import { ClientStates } from "./auth/client-states.js";
 import { createDiscoveryEndpoints } from "./auth/discovery.js";
 import { identityEntities } from "./auth/entities.js";
@@ -108,7 +108,7 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
       logger.warn({ err: { message: error.message }, clientId }, "could not tell other instances of a client change");
     });
   });
-  const bootstrapSecretCheck = checkBootstrapSecretEarly(identity, config.auth);
+  const bootstrapPreparation = prepareBootstrap(identity, config.auth);
   const keys = new KeyStore(identity, clock, config.auth.keyEncryptionKey, config.auth.accessTokenTtlSeconds);
   let products: ProductCache;
   let callbackGrants: CallbackGrants;
@@ -250,7 +250,7 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
   // Last, once every dependency answered and nothing else can fail: a first client's secret exists only here.
   let bootstrap: BootstrapOutcome;
   try {
-    bootstrap = await bootstrapIdentity(identity, config.auth, clock, randomUUID, bootstrapSecretCheck);
+    bootstrap = await bootstrapIdentity(identity, config.auth, clock, randomUUID, bootstrapPreparation);
   } catch (error) {
     await close();
     throw error;

@@ -36,10 +36,6 @@ async function main(): Promise<void> {
     trustedProxies: config.trustedProxies,
     logger,
   });
-  logger.info(
-    { port: server.port, tls: Boolean(config.tls), database: config.database.kind, coordinator: app.coordinator.kind },
-    "provision is listening",
-  );
 
   let stopping = false;
   const stop = async (signal: string) => {
@@ -69,6 +65,11 @@ async function main(): Promise<void> {
   };
   process.on("SIGTERM", () => void stop("SIGTERM"));
   process.on("SIGINT", () => void stop("SIGINT"));
+  // Only now: whoever waits for this line may stop the service at once.
+  logger.info(
+    { port: server.port, tls: Boolean(config.tls), database: config.database.kind, coordinator: app.coordinator.kind },
+    "provision is listening",
+  );
 }
 
 main().catch((error: unknown) => {

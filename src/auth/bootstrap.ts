@@ -11,26 +11,40 @@ export type BootstrapOutcome =
   | { kind: "first-client"; clientId: string; clientSecret: string }
   | { kind: "nothing" };
 
-/** The configured bootstrap secret checked against the hash stored at the time (see checkBootstrapSecretEarly). */
-export interface SecretCheck {
-  hash: string;
-  matches: boolean;
-}
+/**
+ * The scrypt work of bootstrapIdentity done ahead (see prepareBootstrap): the configured secret checked against
+ * the hash stored at the time, or a secret hashed for a client still to be made (the configured one, or a first).
+ */
+export type BootstrapPreparation =
+  | { kind: "checked"; storedHash: string; matches: boolean }
+  | { kind: "hashed"; secret: string; hash: string };
 
 /**
- * Checks the configured bootstrap secret against its stored hash while the rest of start-up goes on (the scrypt
- * runs on libuv's thread pool); bootstrapIdentity reuses the answer if the hash is still the same. Never fails:
- * with no configured client, no stored one, or no table yet (a first start), there is nothing to reuse.
+ * Starts bootstrapIdentity's scrypt while the rest of start-up goes on (migrations, keys, services): it runs on
+ * libuv's thread pool. bootstrapIdentity uses the answer only where it still holds (the same stored hash, the
+ * same secret). Never fails: what cannot be read yet (no table on a first start) is left to bootstrapIdentity.
  */
-export async function checkBootstrapSecretEarly(
+export async function prepareBootstrap(
   identity: IdentityRepository,
   config: AuthConfig,
-): Promise<SecretCheck | undefined> {
+): Promise<BootstrapPreparation | undefined> {
   const configured = config.bootstrapClient;
-  if (!configured) return undefined;
-  const existing = await identity.findClient(configured.clientId).catch(() => null);
-  if (!existing) return undefined;
-  return { hash: existing.secretHash, matches: await verifySecret(configured.clientSecret, existing.secretHash) };
+  try {
+    if (configured) {
+      const existing = await identity.findClient(configured.clientId).catch(() => null);
+      if (!existing) return hashAhead(configured.clientSecret);
+      const matches = await verifySecret(configured.clientSecret, existing.secretHash);
+      return { kind: "checked", storedHash: existing.secretHash, matches };
+    }
+    const clients = await identity.countClients().catch(() => 0);
+    return clients === 0 ? await hashAhead(generateClientSecret()) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+async function hashAhead(secret: string): Promise<BootstrapPreparation> {
+  return { kind: "hashed", secret, hash: await hashSecret(secret) };
 }
 
 /**
@@ -43,23 +57,25 @@ export async function bootstrapIdentity(
   config: AuthConfig,
   clock: Clock,
   newId: () => string,
-  earlyCheck?: Promise<SecretCheck | undefined>,
+  preparing?: Promise<BootstrapPreparation | undefined>,
 ): Promise<BootstrapOutcome> {
-  const early = await earlyCheck;
+  const prepared = await preparing;
+  const hashed = async (secret: string) =>
+    prepared?.kind === "hashed" && prepared.secret === secret ? prepared.hash : hashSecret(secret);
   return identity.withLock("provision-bootstrap", async () => {
     const configured = config.bootstrapClient;
     if (configured) {
       const existing = await identity.findClient(configured.clientId);
       if (existing) {
         const unchanged =
-          early?.hash === existing.secretHash
-            ? early.matches
+          prepared?.kind === "checked" && prepared.storedHash === existing.secretHash
+            ? prepared.matches
             : await verifySecret(configured.clientSecret, existing.secretHash);
         // A new configured secret is a rotation: the tokens issued under the old one are revoked with it.
         const changes = {
           ...(unchanged
             ? {}
-            : { secretHash: await hashSecret(configured.clientSecret), tokenGeneration: newTokenGeneration() }),
+            : { secretHash: await hashed(configured.clientSecret), tokenGeneration: newTokenGeneration() }),
           ...(existing.scopes === ALL_SCOPES ? {} : { scopes: ALL_SCOPES }),
           ...(existing.disabled ? { disabled: false } : {}),
         };
@@ -71,7 +87,7 @@ export async function bootstrapIdentity(
         providerId: DEFAULT_PROVIDER_ID,
         name: "bootstrap",
         scopes: ALL_SCOPES,
-        secretHash: await hashSecret(configured.clientSecret),
+        secretHash: await hashed(configured.clientSecret),
         disabled: false,
         tokenGeneration: newTokenGeneration(),
         createdAt: clock.now(),
@@ -80,14 +96,14 @@ export async function bootstrapIdentity(
       return { kind: "configured-client", clientId: configured.clientId, created: true };
     }
     if ((await identity.countClients()) > 0) return { kind: "nothing" };
-    const clientSecret = generateClientSecret();
+    const clientSecret = prepared?.kind === "hashed" ? prepared.secret : generateClientSecret();
     const clientId = newId();
     await identity.insertClient({
       clientId,
       providerId: DEFAULT_PROVIDER_ID,
       name: "first client",
       scopes: ALL_SCOPES,
-      secretHash: await hashSecret(clientSecret),
+      secretHash: await hashed(clientSecret),
       disabled: false,
       tokenGeneration: newTokenGeneration(),
       createdAt: clock.now(),

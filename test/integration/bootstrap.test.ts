@@ -8,7 +8,7 @@ import mysql from "mysql2/promise";
 import { createApp } from "../../src/app.js";
 import { bootstrapIdentity } from "../../src/auth/bootstrap.js";
 import { IdentityRepository } from "../../src/auth/identity-repository.js";
-import { verifySecret } from "../../src/auth/secrets.js";
+import { hashSecret, verifySecret } from "../../src/auth/secrets.js";
 import { systemClock } from "../../src/platform/clock.js";
 import { loadConfig } from "../../src/platform/config.js";
 import { createLogger } from "../../src/platform/logger.js";
@@ -77,7 +77,7 @@ for (const storage of ["mysql", "embedded"] as const) {
   });
 }
 
-test("a secret checked early against a hash that has changed since is checked again under the lock", async (t) => {
+test("a secret checked ahead against a hash that has changed since is checked again under the lock", async (t) => {
   const database = await createTestDatabase();
   t.teardown(() => database.drop());
   const clientId = `boot-${randomBytes(4).toString("hex")}`;
@@ -93,12 +93,36 @@ test("a secret checked early against a hash that has changed since is checked ag
     PROVISION_BOOTSTRAP_CLIENT_SECRET: "b".repeat(40),
   }).auth;
   // As if another instance had rotated the secret after this one's early check said "unchanged".
-  const stale = Promise.resolve({ hash: "scrypt$a-hash-no-longer-stored", matches: true });
+  const stale = Promise.resolve({ kind: "checked" as const, storedHash: "scrypt$no-longer-stored", matches: true });
   await bootstrapIdentity(identity, rotatedConfig, systemClock, randomUUID, stale);
   const after = await identity.findClient(clientId);
   t.not(after?.secretHash, before?.secretHash, "the new secret was stored");
   t.true(await verifySecret("b".repeat(40), after?.secretHash ?? ""));
   t.not(after?.tokenGeneration, before?.tokenGeneration, "the old tokens were revoked");
+});
+
+test("a secret hashed ahead is stored only for the secret it was made from", async (t) => {
+  const database = await createTestDatabase();
+  t.teardown(() => database.drop());
+  const clientId = `boot-${randomBytes(4).toString("hex")}`;
+  const configured = "c".repeat(40);
+  const app = await appOn(database.url);
+  t.teardown(() => app.close());
+  const identity = new IdentityRepository(app.dataSource);
+  const config = loadConfig({
+    DATABASE_URL: database.url,
+    PROVISION_BOOTSTRAP_CLIENT_ID: clientId,
+    PROVISION_BOOTSTRAP_CLIENT_SECRET: configured,
+  }).auth;
+  const otherSecret = Promise.resolve({
+    kind: "hashed" as const,
+    secret: "d".repeat(40),
+    hash: await hashSecret("d".repeat(40)),
+  });
+  await bootstrapIdentity(identity, config, systemClock, randomUUID, otherSecret);
+  const stored = (await identity.findClient(clientId))?.secretHash ?? "";
+  t.true(await verifySecret(configured, stored), "the configured secret was hashed afresh");
+  t.false(await verifySecret("d".repeat(40), stored));
 });
 
 test("without bootstrap variables, the first start on an empty database makes one client and hands its secret once", async (t) => {

@@ -63,13 +63,17 @@ export interface ProvisionProcess {
 
 /**
  * Runs the compiled service with only `env` as its configuration: as `npm start` does (`node dist/provision.js`,
- * built first if a source changed since the last build), or through `npm start` itself when `throughNpm` is set.
+ * built first if a source changed since the last build), or through `npm start` itself when `throughNpm` is set,
+ * or another copy of the built entry point (`main`).
  */
-export function spawnProvision(env: Record<string, string>, { throughNpm = false } = {}): ProvisionProcess {
+export function spawnProvision(
+  env: Record<string, string>,
+  { throughNpm = false, main = COMPILED_MAIN } = {},
+): ProvisionProcess {
   ensureCompiled();
   const base = { ...process.env };
   for (const name of CONFIG_VARIABLES) delete base[name];
-  const [command, args] = throughNpm ? ["npm", ["start"]] : [process.execPath, [COMPILED_MAIN]];
+  const [command, args] = throughNpm ? ["npm", ["start"]] : [process.execPath, [main]];
   const child = spawn(command, args, {
     cwd: REPO_ROOT,
     env: { ...base, ...env },
