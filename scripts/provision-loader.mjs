@@ -1,6 +1,6 @@
 // The template of dist/provision.js, what `npm start` runs; scripts/bundle.mjs writes it with the bundle's id.
 // It runs dist/provision-bundle.cjs with V8's code cache: the code compiled by an earlier run of the same bundle
-// (under the same Node and flags) is loaded instead of compiled again, which takes about a fifth off start-up.
+// (under the same Node and flags) is loaded instead of compiled again, which takes a fifth to a third off start-up.
 // With no cache yet, or one V8 refuses, the cache is written when the process exits; where dist/ cannot be
 // written, nothing is, and every start compiles as before.
 import fs from "node:fs";
