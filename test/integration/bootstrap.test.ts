@@ -17,9 +17,12 @@ import { spawnProvision } from "../support/provision-process.js";
 import { PRODUCTS, rest } from "../support/rest.js";
 import { createTestDatabase, startTestServer, TEST_REDIS_URL } from "../support/test-server.js";
 
+function configOn(databaseUrl: string, env: Record<string, string> = {}) {
+  return loadConfig({ DATABASE_URL: databaseUrl, REDIS_URL: TEST_REDIS_URL, ...env });
+}
+
 function appOn(databaseUrl: string, env: Record<string, string> = {}) {
-  const config = loadConfig({ DATABASE_URL: databaseUrl, REDIS_URL: TEST_REDIS_URL, ...env });
-  return createApp(config, createLogger("silent"));
+  return createApp(configOn(databaseUrl, env), createLogger("silent"));
 }
 
 test("with bootstrap variables, start-up ensures that client with all scopes, idempotently", async (t) => {
@@ -87,11 +90,7 @@ test("a secret checked ahead against a hash that has changed since is checked ag
   const identity = new IdentityRepository(app.dataSource);
   const before = await identity.findClient(clientId);
 
-  const rotatedConfig = loadConfig({
-    DATABASE_URL: database.url,
-    PROVISION_BOOTSTRAP_CLIENT_ID: clientId,
-    PROVISION_BOOTSTRAP_CLIENT_SECRET: "b".repeat(40),
-  }).auth;
+  const rotatedConfig = configOn(database.url, { ...env, PROVISION_BOOTSTRAP_CLIENT_SECRET: "b".repeat(40) }).auth;
   // As if another instance had rotated the secret after this one's early check said "unchanged".
   const stale = Promise.resolve({ kind: "checked" as const, storedHash: "scrypt$no-longer-stored", matches: true });
   await bootstrapIdentity(identity, rotatedConfig, systemClock, randomUUID, stale);
@@ -109,8 +108,7 @@ test("a secret hashed ahead is stored only for the secret it was made from", asy
   const app = await appOn(database.url);
   t.teardown(() => app.close());
   const identity = new IdentityRepository(app.dataSource);
-  const config = loadConfig({
-    DATABASE_URL: database.url,
+  const config = configOn(database.url, {
     PROVISION_BOOTSTRAP_CLIENT_ID: clientId,
     PROVISION_BOOTSTRAP_CLIENT_SECRET: configured,
   }).auth;
