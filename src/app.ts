@@ -38,6 +38,7 @@ import { createRestHandler, type NodeResponse } from "./server/rest/rest-handler
 import { RouteTable, routesFromAnnotations } from "./server/rest/route-table.js";
 import { createRpcHandler, type RpcHandlerOptions } from "./server/rpc-adapter.js";
 import { ALL_SERVICES, implementServices, registerServices } from "./services.js";
+import { fillLiveAssetUsage } from "./usage/live-asset-usage.js";
 import { createUsage } from "./usage/usage-runtime.js";
 import { CallbackGrants } from "./webhooks/callback-grants.js";
 import { webhookEntities } from "./webhooks/entities.js";
@@ -167,7 +168,10 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
     identity,
     clock,
     newId: randomUUID,
-    licensing: licensing.dependencies,
+    licensing: {
+      ...licensing.dependencies,
+      liveAssetUsage: (entitlement) => fillLiveAssetUsage(usage.dependencies, entitlement),
+    },
     activation: licensing.activation,
     webhooks: webhooks.dependencies,
     observability: observability.dependencies,

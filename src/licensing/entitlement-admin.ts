@@ -36,6 +36,8 @@ import {
   type UpdateEntitlementResponse,
   UpdateEntitlementResponseSchema,
 } from "../../gen/provision/v1/entitlement_pb.js";
+import { clientPrincipalKey } from "../auth/auth-interceptor.js";
+import { anyCovers } from "../auth/scopes.js";
 import { storedDate } from "../catalog/product-mapper.js";
 import { inTransaction, isUniqueViolation } from "../platform/database.js";
 import { conflict, DomainError, invalidField, notFound } from "../platform/errors.js";
@@ -108,7 +110,14 @@ export async function getEntitlement(
     return row && viewOf(repository, manager, row);
   });
   if (!entitlement) throw notFound("entitlement", id);
+  if (mayReadUsage(context)) await deps.liveAssetUsage?.(entitlement);
   return create(GetEntitlementResponseSchema, { entitlement });
+}
+
+/** Live usage is `usage:read`'s to show: a caller without it sees the assets' definitions. */
+function mayReadUsage(context: HandlerContext): boolean {
+  const client = context.values.get(clientPrincipalKey);
+  return client !== undefined && anyCovers(client.scopes, "usage:read");
 }
 
 export async function listEntitlements(

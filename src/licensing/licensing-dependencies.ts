@@ -1,4 +1,5 @@
 import type { DataSource } from "typeorm";
+import type { Entitlement } from "../../gen/provision/v1/entitlement_pb.js";
 import type { CatalogRepository } from "../catalog/catalog-repository.js";
 import type { Clock } from "../platform/clock.js";
 import type { Outbox } from "../webhooks/outbox.js";
@@ -22,4 +23,9 @@ export interface LicensingDependencies {
   sessionsChanged: (...sessionIds: string[]) => Promise<void>;
   /** Webhook events, written in the transaction of the change that causes them. */
   events: Outbox;
+  /**
+   * Fills an entitlement's own monitored assets with their live usage (metering provides it); without it they
+   * show their definitions only.
+   */
+  liveAssetUsage?: (entitlement: Entitlement) => Promise<void>;
 }

@@ -224,6 +224,14 @@ export class UsageStore {
     return Number(row.total);
   }
 
+  /** The status last reported for an asset (its events' latest `status`); null when none was ever stored. */
+  async reportedStatus(manager: EntityManager, assetId: string): Promise<number | null> {
+    const [row] = (await manager.query("SELECT status FROM usage_statuses WHERE asset_id = ?", [assetId])) as {
+      status: unknown;
+    }[];
+    return row ? Number(row.status) : null;
+  }
+
   /** A balance period's credits (micro-units); null when the period has no row yet or its credits are unlimited. */
   async periodCredits(manager: EntityManager, assetId: string, periodStart: Date): Promise<number | null> {
     const [row] = (await manager.query(
