@@ -12,6 +12,7 @@ import { GrantWriter } from "./grant-writer.js";
 import { guardedMeters } from "./guarded-meters.js";
 import { MeterCounters } from "./meter-counters.js";
 import { periodRolloverJob } from "./period-rollover-job.js";
+import { statusRecheckJob } from "./status-recheck-job.js";
 import type { UsageDependencies } from "./usage-dependencies.js";
 import { UsageDirectory } from "./usage-directory.js";
 import { UsageStatusEvents } from "./usage-status-events.js";
@@ -51,7 +52,12 @@ export async function createUsage(options: {
   };
   return {
     dependencies,
-    jobs: [autoBalanceJob(dependencies), periodRolloverJob(dependencies), counterRecountJob(dependencies)],
+    jobs: [
+      autoBalanceJob(dependencies),
+      periodRolloverJob(dependencies),
+      statusRecheckJob(dependencies),
+      counterRecountJob(dependencies),
+    ],
     close: () => close(grants, statusEvents),
   };
 }

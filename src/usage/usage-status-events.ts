@@ -25,6 +25,8 @@ export interface StatusObservation {
   limitMicro: number | null;
   generation: number;
   allowDecrease?: boolean;
+  /** A look again at the asset (its write's hint gone): clears the look-again it was asked for. */
+  recheck?: boolean;
 }
 
 interface KnownStatus {
@@ -49,7 +51,8 @@ const RECHECK_AFTER_MS = 1000;
  * the counter's generation (a top-up or rebuild takes a new one), so a write that cannot change the status
  * touches no row. A write whose reservation suggests a crossing that the committed records do not show yet
  * (another write in flight completes it) has the asset looked at again a second later, in a transaction of its
- * own: the crossing is reported once the write completing it has committed.
+ * own: the crossing is reported once the write completing it has committed. The look-again is also stored with
+ * the status, so that the scheduler makes it (status-recheck-job.ts) if this instance stops first.
  */
 export class UsageStatusEvents {
   private readonly known = new Map<string, KnownStatus>();
@@ -90,7 +93,10 @@ export class UsageStatusEvents {
         valueMicro: await this.store.recordedTotal(manager, ref.assetId, ref.periodStart, ref.peak),
       };
       const status = statusOf(committed);
-      if (hinted > status && !observation.allowDecrease) pending.push(observation);
+      if (hinted > status && !observation.allowDecrease) {
+        pending.push(observation);
+        await this.store.markRecheck(manager, ref.assetId, new Date(now.getTime() + RECHECK_AFTER_MS));
+      } else if (observation.recheck) await this.store.clearRecheck(manager, ref.assetId, now);
       const next = nextStatus(stored, committed, status);
       const kept = next ?? stored;
       remembered.push([
@@ -118,7 +124,7 @@ export class UsageStatusEvents {
   /** Whether the observation could change what this instance last saw stored. */
   private mayChange(observation: StatusObservation, status: number): boolean {
     const known = this.known.get(observation.ref.assetId);
-    if (!known || observation.generation !== known.generation) return true;
+    if (observation.recheck || !known || observation.generation !== known.generation) return true;
     const periodStartMs = observation.ref.periodStart.getTime();
     if (periodStartMs < known.periodStartMs) return false;
     if (periodStartMs > known.periodStartMs) return true;
@@ -127,7 +133,7 @@ export class UsageStatusEvents {
 
   private recheckLater(observation: StatusObservation): void {
     // Looked at again as the records then stand: no hint of its own, and never rescheduled.
-    this.rechecks.set(observation.ref.assetId, { ...observation, valueMicro: 0, generation: -1 });
+    this.rechecks.set(observation.ref.assetId, { ...observation, valueMicro: 0, generation: -1, recheck: true });
     this.recheckTimer ??= setTimeout(() => void this.recheckAll(), RECHECK_AFTER_MS).unref();
   }
 

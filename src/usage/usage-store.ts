@@ -325,6 +325,33 @@ export class UsageStore {
     );
   }
 
+  /** Has the asset's status looked at again from `at` on, whichever instance is then running the scheduler. */
+  async markRecheck(manager: EntityManager, assetId: string, at: Date): Promise<void> {
+    await manager.query("UPDATE usage_statuses SET recheck_at = ? WHERE asset_id = ?", [
+      sqlDate(this.dialect, at),
+      assetId,
+    ]);
+  }
+
+  /** Clears a look-again that was due by `now` (one asked for since stays). */
+  async clearRecheck(manager: EntityManager, assetId: string, now: Date): Promise<void> {
+    await manager.query("UPDATE usage_statuses SET recheck_at = NULL WHERE asset_id = ? AND recheck_at <= ?", [
+      assetId,
+      sqlDate(this.dialect, now),
+    ]);
+  }
+
+  /** Assets whose status was to be looked at again by `before`, the longest waiting first. */
+  async dueRechecks(before: Date, limit: number): Promise<string[]> {
+    return readSerially(this.dataSource, async () => {
+      const rows = (await this.dataSource.query(
+        "SELECT asset_id FROM usage_statuses WHERE recheck_at <= ? ORDER BY recheck_at LIMIT ?",
+        [sqlDate(this.dialect, before), limit],
+      )) as { asset_id: string }[];
+      return rows.map((row) => row.asset_id);
+    });
+  }
+
   async saveStatus(manager: EntityManager, assetId: string, stored: StoredStatus, now: Date): Promise<void> {
     const sql =
       "UPDATE usage_statuses SET period_start = ?, period_end = ?, status = ?, updated_at = ? WHERE asset_id = ?";

@@ -8,6 +8,7 @@ import { Webhooks1764259200000 } from "./0007-webhooks.js";
 import { EntitlementNotices1764345600000 } from "./0008-entitlement-notices.js";
 import { SubscriptionVerified1764432000000 } from "./0009-subscription-verified.js";
 import { Usage1764518400000 } from "./0010-usage.js";
+import { UsageStatusRecheck1764604800000 } from "./0011-usage-status-recheck.js";
 
 /** Every migration, oldest first. Never edit one that has shipped: add the next. */
 export const migrations = [
@@ -21,4 +22,5 @@ export const migrations = [
   EntitlementNotices1764345600000,
   SubscriptionVerified1764432000000,
   Usage1764518400000,
+  UsageStatusRecheck1764604800000,
 ];

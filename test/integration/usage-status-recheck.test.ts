@@ -1,0 +1,155 @@
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import anyTest, { type TestFn } from "ava";
+import { systemClock } from "../../src/platform/clock.js";
+import { inTransaction } from "../../src/platform/database.js";
+import { createLogger } from "../../src/platform/logger.js";
+import { MeterCounters, type MeterRef } from "../../src/usage/meter-counters.js";
+import { usageAssetOf } from "../../src/usage/usage-assets.js";
+import { UsageStatusEvents } from "../../src/usage/usage-status-events.js";
+import { RECORD_KIND, UsageStore } from "../../src/usage/usage-store.js";
+import { Outbox } from "../../src/webhooks/outbox.js";
+import {
+  API_CALLS,
+  meteredEntitlement,
+  meteredSession,
+  sendUsage,
+  usageEventsOf,
+  usageItems,
+} from "../support/metering.js";
+import { startTestServer, type TestServer } from "../support/test-server.js";
+
+const test = anyTest as TestFn<{ servers: Record<string, TestServer>; folder: string }>;
+
+const MICRO = 1_000_000;
+
+test.before(async (t) => {
+  const folder = fs.mkdtempSync(path.join(os.tmpdir(), "provision-status-recheck-"));
+  t.context.folder = folder;
+  t.context.servers = {
+    MySQL: await startTestServer(),
+    SQLite: await startTestServer({ embedded: { file: path.join(folder, "provision.sqlite") } }),
+  };
+});
+
+test.after.always(async (t) => {
+  for (const server of Object.values(t.context.servers ?? {})) await server.close();
+  if (t.context.folder) fs.rmSync(t.context.folder, { recursive: true, force: true });
+});
+
+/**
+ * Another instance's metering parts on the server's database: the instance whose write saw a crossing that a
+ * write still in flight completes.
+ */
+async function otherInstance(server: TestServer, entitlementId: string) {
+  const { dataSource, coordinator } = server.app;
+  const store = new UsageStore(dataSource);
+  const events = new UsageStatusEvents(dataSource, store, new Outbox(dataSource), systemClock, createLogger("silent"));
+  const found = await store.entitlementAssets(entitlementId);
+  if (!found) throw new Error("no such entitlement");
+  const assets = found.assets.map(usageAssetOf);
+  const usage = { entitlementId, ...found, assets, byMetric: new Map(assets.map((a) => [a.metricName, a])) };
+  const ref = (await new MeterCounters(store, coordinator.meters, systemClock).refOf(
+    usage,
+    assets[0],
+    new Date(),
+  )) as MeterRef;
+  return { store, events, ref };
+}
+
+/** A write of `units` whose reservation saw `hintUnits` in the counter, judged by `events` in its transaction. */
+async function writeSeeing(server: TestServer, other: Awaited<ReturnType<typeof otherInstance>>, hintUnits: number) {
+  const { events, ref } = other;
+  const remember = await inTransaction(server.app.dataSource, (manager) =>
+    events.record(manager, [{ ref, valueMicro: hintUnits * MICRO, limitMicro: null, generation: 0 }]),
+  );
+  remember();
+}
+
+/** The write in flight committing `units`, its own reservation below the crossing (so it reports nothing). */
+async function commitInFlight(server: TestServer, other: Awaited<ReturnType<typeof otherInstance>>, units: number) {
+  const { store, ref } = other;
+  const now = new Date();
+  await inTransaction(server.app.dataSource, (manager) =>
+    store.insertRecords(
+      manager,
+      [
+        {
+          providerId: ref.providerId,
+          entitlementId: ref.entitlementId,
+          assetId: ref.assetId,
+          sessionId: "00000000-0000-4000-8000-0000000000f1",
+          transactionId: null,
+          kind: RECORD_KIND.preallocation,
+          amountMicro: units * MICRO,
+          periodStart: ref.periodStart,
+          occurredAt: now,
+          recordedAt: now,
+        },
+      ],
+      false,
+    ),
+  );
+}
+
+async function recheckAt(server: TestServer, assetId: string): Promise<unknown> {
+  const [row] = (await server.app.dataSource.query("SELECT recheck_at FROM usage_statuses WHERE asset_id = ?", [
+    assetId,
+  ])) as { recheck_at: unknown }[];
+  return row?.recheck_at ?? null;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+for (const name of ["MySQL", "SQLite"]) {
+  test(`${name}: a crossing left to be looked at again is reported by the scheduler when its instance stopped`, async (t) => {
+    const server = t.context.servers[name];
+    const entitlement = await meteredEntitlement(server.baseUrl, [API_CALLS]);
+    const session = await meteredSession(server.baseUrl, entitlement);
+    t.is((await sendUsage(server.baseUrl, session, usageItems("api-calls", [90]))).status, 200);
+    const other = await otherInstance(server, entitlement.entitlementId);
+
+    await writeSeeing(server, other, 105);
+    t.not(await recheckAt(server, other.ref.assetId), null, "the look-again is stored with the status");
+    other.events.close();
+    await commitInFlight(server, other, 15);
+    t.is((await usageEventsOf(server, entitlement.entitlementId)).length, 0, "nobody has reported it yet");
+
+    await server.app.scheduler.tick();
+    t.is((await usageEventsOf(server, entitlement.entitlementId)).length, 0, "not before it is due");
+    await sleep(1100);
+    await server.app.scheduler.tick();
+    const events = await usageEventsOf(server, entitlement.entitlementId);
+    t.is(events.length, 1);
+    t.like(events[0], {
+      type: "MeteredUsage.OverageStatusChanged",
+      data: { previousSeverity: 1, severity: 2, consumption: 105, assetId: other.ref.assetId },
+    });
+    t.is(await recheckAt(server, other.ref.assetId), null);
+    await server.app.scheduler.tick();
+    t.is((await usageEventsOf(server, entitlement.entitlementId)).length, 1, "reported once");
+  });
+
+  test(`${name}: the instance's own look again reports the crossing once and clears what it stored`, async (t) => {
+    const server = t.context.servers[name];
+    const entitlement = await meteredEntitlement(server.baseUrl, [API_CALLS]);
+    const session = await meteredSession(server.baseUrl, entitlement);
+    t.is((await sendUsage(server.baseUrl, session, usageItems("api-calls", [90]))).status, 200);
+    const other = await otherInstance(server, entitlement.entitlementId);
+
+    await writeSeeing(server, other, 105);
+    await commitInFlight(server, other, 15);
+    for (let waited = 0; waited < 5000 && (await recheckAt(server, other.ref.assetId)) !== null; waited += 100) {
+      await sleep(100);
+    }
+    t.is(await recheckAt(server, other.ref.assetId), null);
+    await server.app.scheduler.tick();
+    const events = await usageEventsOf(server, entitlement.entitlementId);
+    t.deepEqual(
+      events.map((event) => [event.type, event.data.previousSeverity, event.data.severity]),
+      [["MeteredUsage.OverageStatusChanged", 1, 2]],
+    );
+    other.events.close();
+  });
+}
