@@ -1,6 +1,3 @@
-import fs from "node:fs";
-import os from "node:os";
-import path from "node:path";
 import anyTest, { type TestFn } from "ava";
 import { accessToken } from "../support/auth.js";
 import { ENTITLEMENTS } from "../support/licensing.js";
@@ -15,22 +12,16 @@ import {
   usageItems,
 } from "../support/metering.js";
 import { rest } from "../support/rest.js";
-import { startTestServer, type TestServer } from "../support/test-server.js";
+import { type BothDatabases, startOnBothDatabases, type TestServer } from "../support/test-server.js";
 
-const test = anyTest as TestFn<{ servers: Record<string, TestServer>; folder: string }>;
+const test = anyTest as TestFn<BothDatabases>;
 
 test.before(async (t) => {
-  const folder = fs.mkdtempSync(path.join(os.tmpdir(), "provision-live-usage-"));
-  t.context.folder = folder;
-  t.context.servers = {
-    MySQL: await startTestServer(),
-    SQLite: await startTestServer({ embedded: { file: path.join(folder, "provision.sqlite") } }),
-  };
+  t.context = await startOnBothDatabases();
 });
 
 test.after.always(async (t) => {
-  for (const server of Object.values(t.context.servers ?? {})) await server.close();
-  if (t.context.folder) fs.rmSync(t.context.folder, { recursive: true, force: true });
+  await t.context.close?.();
 });
 
 interface AssetView {
@@ -59,7 +50,7 @@ async function assetsOf(
   return Object.fromEntries(assets.map((asset) => [asset.metricName, asset]));
 }
 
-for (const name of ["MySQL", "SQLite"]) {
+for (const name of ["MySQL", "SQLite"] as const) {
   test(`${name}: GetEntitlement shows each asset's live usage, reported status and deposits`, async (t) => {
     const server = t.context.servers[name];
     const entitlement = await meteredEntitlement(server.baseUrl, [API_CALLS, CREDITS]);

@@ -1,6 +1,3 @@
-import fs from "node:fs";
-import os from "node:os";
-import path from "node:path";
 import anyTest, { type TestFn } from "ava";
 import { systemClock } from "../../src/platform/clock.js";
 import { inTransaction } from "../../src/platform/database.js";
@@ -18,24 +15,18 @@ import {
   usageEventsOf,
   usageItems,
 } from "../support/metering.js";
-import { startTestServer, type TestServer } from "../support/test-server.js";
+import { type BothDatabases, startOnBothDatabases, type TestServer } from "../support/test-server.js";
 
-const test = anyTest as TestFn<{ servers: Record<string, TestServer>; folder: string }>;
+const test = anyTest as TestFn<BothDatabases>;
 
 const MICRO = 1_000_000;
 
 test.before(async (t) => {
-  const folder = fs.mkdtempSync(path.join(os.tmpdir(), "provision-status-recheck-"));
-  t.context.folder = folder;
-  t.context.servers = {
-    MySQL: await startTestServer(),
-    SQLite: await startTestServer({ embedded: { file: path.join(folder, "provision.sqlite") } }),
-  };
+  t.context = await startOnBothDatabases();
 });
 
 test.after.always(async (t) => {
-  for (const server of Object.values(t.context.servers ?? {})) await server.close();
-  if (t.context.folder) fs.rmSync(t.context.folder, { recursive: true, force: true });
+  await t.context.close?.();
 });
 
 /**
@@ -100,15 +91,21 @@ async function recheckAt(server: TestServer, assetId: string): Promise<unknown> 
   return row?.recheck_at ?? null;
 }
 
+/** An entitlement whose API calls stand at 90 (Normal; the Warning tier starts above 100), and the other instance. */
+async function ninetyCallsUsed(server: TestServer) {
+  const entitlement = await meteredEntitlement(server.baseUrl, [API_CALLS]);
+  const session = await meteredSession(server.baseUrl, entitlement);
+  const sent = await sendUsage(server.baseUrl, session, usageItems("api-calls", [90]));
+  if (sent.status !== 200) throw new Error(`usage: ${JSON.stringify(sent.body)}`);
+  return { entitlement, other: await otherInstance(server, entitlement.entitlementId) };
+}
+
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-for (const name of ["MySQL", "SQLite"]) {
+for (const name of ["MySQL", "SQLite"] as const) {
   test(`${name}: a crossing left to be looked at again is reported by the scheduler when its instance stopped`, async (t) => {
     const server = t.context.servers[name];
-    const entitlement = await meteredEntitlement(server.baseUrl, [API_CALLS]);
-    const session = await meteredSession(server.baseUrl, entitlement);
-    t.is((await sendUsage(server.baseUrl, session, usageItems("api-calls", [90]))).status, 200);
-    const other = await otherInstance(server, entitlement.entitlementId);
+    const { entitlement, other } = await ninetyCallsUsed(server);
 
     await writeSeeing(server, other, 105);
     t.not(await recheckAt(server, other.ref.assetId), null, "the look-again is stored with the status");
@@ -133,10 +130,7 @@ for (const name of ["MySQL", "SQLite"]) {
 
   test(`${name}: the instance's own look again reports the crossing once and clears what it stored`, async (t) => {
     const server = t.context.servers[name];
-    const entitlement = await meteredEntitlement(server.baseUrl, [API_CALLS]);
-    const session = await meteredSession(server.baseUrl, entitlement);
-    t.is((await sendUsage(server.baseUrl, session, usageItems("api-calls", [90]))).status, 200);
-    const other = await otherInstance(server, entitlement.entitlementId);
+    const { entitlement, other } = await ninetyCallsUsed(server);
 
     await writeSeeing(server, other, 105);
     await commitInFlight(server, other, 15);

@@ -1,4 +1,7 @@
 import { randomBytes } from "node:crypto";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import { Writable } from "node:stream";
 import mysql from "mysql2/promise";
 import { type App, type AppOptions, createApp } from "../../src/app.js";
@@ -134,4 +137,28 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
       await database?.drop();
     },
   };
+}
+
+/** One test server on MySQL and Redis, one embedded on a SQLite file of its own: the same tests run on both. */
+export interface BothDatabases {
+  servers: { MySQL: TestServer; SQLite: TestServer };
+  /** Closes both servers and removes the SQLite file's folder. */
+  close(): Promise<void>;
+}
+
+export async function startOnBothDatabases(options: Omit<TestServerOptions, "embedded"> = {}): Promise<BothDatabases> {
+  const folder = fs.mkdtempSync(path.join(os.tmpdir(), "provision-test-"));
+  const started: TestServer[] = [];
+  const close = async () => {
+    for (const server of started) await server.close();
+    fs.rmSync(folder, { recursive: true, force: true });
+  };
+  try {
+    started.push(await startTestServer(options));
+    started.push(await startTestServer({ ...options, embedded: { file: path.join(folder, "provision.sqlite") } }));
+  } catch (error) {
+    await close();
+    throw error;
+  }
+  return { servers: { MySQL: started[0], SQLite: started[1] }, close };
 }
