@@ -1,4 +1,3 @@
-import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import type { BalanceUsage, MeteredUsage } from "../../gen/provision/v1/catalog_pb.js";
 import type { Entitlement } from "../../gen/provision/v1/entitlement_pb.js";
 import type { AssetUsage } from "../../gen/provision/v1/usage_admin_pb.js";
@@ -55,8 +54,8 @@ function fillBalance(balance: BalanceUsage, usage: AssetUsage): void {
   balance.creditsUsed = usage.consumption;
   balance.totalCredits = usage.limit;
   balance.cumulativeCreditsUsed = usage.cumulativeCreditsUsed;
-  balance.lastDeposit = usage.lastDeposit as Timestamp | undefined;
-  balance.lastAutoBalanceDate = usage.lastAutoBalanceDate as Timestamp | undefined;
+  balance.lastDeposit = usage.lastDeposit;
+  balance.lastAutoBalanceDate = usage.lastAutoBalanceDate;
   balance.overageSeverityStatus = usage.balanceStatus;
 }
 
