@@ -94,7 +94,7 @@ export async function createEntitlement(
   );
   deps.events.committed();
   await deps.entitlementChanged(entitlement.id);
-  return create(CreateEntitlementResponseSchema, { entitlement });
+  return create(CreateEntitlementResponseSchema, { entitlement: await withLiveUsage(deps, context, entitlement) });
 }
 
 export async function getEntitlement(
@@ -110,14 +110,21 @@ export async function getEntitlement(
     return row && viewOf(repository, manager, row);
   });
   if (!entitlement) throw notFound("entitlement", id);
-  if (mayReadUsage(context)) await deps.liveAssetUsage?.(entitlement);
-  return create(GetEntitlementResponseSchema, { entitlement });
+  return create(GetEntitlementResponseSchema, { entitlement: await withLiveUsage(deps, context, entitlement) });
 }
 
-/** Live usage is `usage:read`'s to show: a caller without it sees the assets' definitions. */
-function mayReadUsage(context: HandlerContext): boolean {
+/**
+ * The entitlement with its monitored assets' live usage, for a caller holding `usage:read` (whose it is to
+ * show); a caller without it sees the assets' definitions.
+ */
+async function withLiveUsage(
+  deps: LicensingDependencies,
+  context: HandlerContext,
+  entitlement: Entitlement,
+): Promise<Entitlement> {
   const client = context.values.get(clientPrincipalKey);
-  return client !== undefined && anyCovers(client.scopes, "usage:read");
+  if (client && anyCovers(client.scopes, "usage:read")) await deps.liveAssetUsage?.(entitlement);
+  return entitlement;
 }
 
 export async function listEntitlements(
@@ -212,7 +219,7 @@ export async function convertToTemplate(
     }),
   );
   await deps.entitlementChanged(entitlement.id);
-  return create(ConvertToTemplateResponseSchema, { entitlement });
+  return create(ConvertToTemplateResponseSchema, { entitlement: await withLiveUsage(deps, context, entitlement) });
 }
 
 export async function createFromTemplate(
@@ -256,6 +263,7 @@ export async function createFromTemplate(
   );
   deps.events.committed();
   await deps.entitlementChanged(response.entitlement.id);
+  await withLiveUsage(deps, context, response.entitlement);
   return create(CreateFromTemplateResponseSchema, response);
 }
 
@@ -350,7 +358,7 @@ async function changeEntitlement(
   );
   deps.events.committed();
   await deps.entitlementChanged(id);
-  return entitlement;
+  return withLiveUsage(deps, context, entitlement);
 }
 
 function newEntitlementRow(

@@ -89,6 +89,15 @@ for (const name of ["MySQL", "SQLite"] as const) {
     t.like(toppedUp, { creditsUsed: 41, totalCredits: 75, cumulativeCreditsUsed: 41, overageSeverityStatus: 1 });
     const deposit = Date.parse(toppedUp?.lastDeposit ?? "");
     t.true(deposit >= before - 1000 && deposit <= Date.now() + 1000, `lastDeposit ${toppedUp?.lastDeposit}`);
+
+    const renamed = await rest(server.baseUrl, "PUT", `${ENTITLEMENTS}/${entitlement.entitlementId}`, {
+      name: "Renamed",
+    });
+    t.is(renamed.status, 200, JSON.stringify(renamed.body));
+    const answered = (renamed.body.products as { monitoredAssets: AssetView[] }[])
+      .flatMap((product) => product.monitoredAssets)
+      .find((asset) => asset.metricName === "credits");
+    t.like(answered?.balanceUsage, { creditsUsed: 41, totalCredits: 75 }, "a change's answer shows them too");
   });
 
   test(`${name}: without usage:read, GetEntitlement shows the assets' definitions`, async (t) => {
