@@ -52,22 +52,27 @@ export class Scheduler {
     if (this.held) await this.options.lease.release().catch(() => undefined);
   }
 
+  /** Runs every job, the lease taken or renewed before each: a round that outlived it stops once another has it. */
   private async round(): Promise<void> {
-    const { lease, jobs, clock, logger } = this.options;
-    try {
-      this.held = await lease.acquire();
-    } catch (error) {
-      logger.warn({ err: error }, "could not take the scheduler lease");
-      return;
-    }
-    if (!this.held) return;
+    const { jobs, clock, logger } = this.options;
     for (const job of jobs) {
+      if (!(await this.renewLease())) return;
       try {
         await job.run(clock.now());
       } catch (error) {
         logger.warn({ err: error, job: job.name }, "scheduled job failed");
       }
     }
+  }
+
+  private async renewLease(): Promise<boolean> {
+    try {
+      this.held = await this.options.lease.acquire();
+    } catch (error) {
+      this.options.logger.warn({ err: error }, "could not take or renew the scheduler lease");
+      this.held = false;
+    }
+    return this.held;
   }
 }
 
