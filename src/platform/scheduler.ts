@@ -38,7 +38,7 @@ export class Scheduler {
     void this.tick();
   }
 
-  /** One round: take or renew the lease, then run every job. Answers when done (tests call it directly). */
+  /** One round: every job, the lease taken or renewed before each. Answers when done (tests call it directly). */
   tick(): Promise<void> {
     this.running ??= this.round().finally(() => {
       this.running = undefined;
