@@ -109,6 +109,12 @@ export function rssMiB(pid: number): number {
   return Math.round(kiB / 1024);
 }
 
+/** User + system CPU seconds a process has used so far (Linux /proc; clock ticks of 10 ms). */
+export function cpuSecondsOf(pid: number): number {
+  const fields = fs.readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
 /** The JSON line a load or raw-INSERT process prints when it is done (its last line of output). */
 export async function figuresOf<Figures = LoadFigures>(spawned: Spawned): Promise<Figures> {
   let output = "";

@@ -14,18 +14,12 @@ import type { LicensedSession } from "../test/support/observability.js";
 import { summarizeProfile } from "./cpu-profile.js";
 import { driveHttp, type LoadOptions } from "./http-load.js";
 import { driveIngest } from "./ingest-load.js";
-import { killChildren, pinSelf } from "./processes.js";
+import { cpuSecondsOf, killChildren, pinSelf } from "./processes.js";
 import { createStorage, type Mode, profiledMain, startProvision } from "./provision-server.js";
 import { preallocateTarget, seedUsage } from "./usage-fixture.js";
 
 const [pathName = "ingest", mode = "mysql", seconds = "8"] = process.argv.slice(2);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
-
-/** User + system CPU seconds a process has used so far (Linux /proc). */
-function cpuSeconds(pid: number): number {
-  const fields = fs.readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-}
 
 /** Drives the path with a load; answers its figures and what its answers said. */
 function driverOf(name: string, baseUrl: string, sessions: LicensedSession[]) {
@@ -47,9 +41,9 @@ async function main() {
     const drive = driverOf(pathName, provision.baseUrl, sessions);
     await drive({ ...load, seconds: 1 });
     const pid = provision.child.pid ?? 0;
-    const cpuBefore = cpuSeconds(pid);
+    const cpuBefore = cpuSecondsOf(pid);
     const { figures, tally } = await drive(load);
-    const serviceCpuShare = Number(((cpuSeconds(pid) - cpuBefore) / Number(seconds)).toFixed(2));
+    const serviceCpuShare = Number(((cpuSecondsOf(pid) - cpuBefore) / Number(seconds)).toFixed(2));
     const stopping = performance.now();
     await provision.stop();
     const endedMsBeforeExit = performance.now() - stopping;

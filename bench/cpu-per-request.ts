@@ -1,0 +1,97 @@
+/**
+ * CPU per request, the service against the bare server, at one paced rate:
+ *   node --import tsx bench/cpu-per-request.ts <checkIn|healthz|preallocate> [mysql|embedded] [rate] [rounds]
+ * starts the compiled service (pinned to its core, as `npm run bench` does) and the bare server replaying its
+ * answers, then sends the path to each in turn at `rate` requests per second (default 3,000) for 2 s, `rounds`
+ * times (default 5), and prints the CPU microseconds each process used per request in every round, their medians
+ * and the ratio of the medians (bare ÷ service) as JSON. On a machine whose throughput moves between runs, CPU per
+ * request at a fixed pace moves far less: a change to the service shows as a few percent here.
+ */
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { ensureCompiled } from "../test/support/compiled-build.js";
+import { startBare } from "./bare-process.js";
+import { seedCatalog } from "./catalog-fixture.js";
+import type { HttpTarget } from "./http-load.js";
+import { licensingTargets, onEverySession, seedLicensing } from "./licensing-fixture.js";
+import { drivePaced } from "./paced-load.js";
+import { cpuSecondsOf, killChildren, pinSelf } from "./processes.js";
+import { createStorage, type Mode, median, type RunningProvision, startProvision } from "./provision-server.js";
+import { recordHttp } from "./replies.js";
+import { preallocateTarget, seedUsage } from "./usage-fixture.js";
+
+const [pathName = "checkIn", mode = "mysql", rate = "3000", rounds = "5"] = process.argv.slice(2);
+const HEALTHZ = { name: "/healthz", method: "GET" as const, path: "/healthz", headers: {}, paths: ["/healthz"] };
+const WINDOW_SECONDS = 2;
+
+/** The path's target (seeding what it needs) and the answers the bare server replays for it. */
+async function targetOf(provision: RunningProvision) {
+  let target: HttpTarget & { paths: string[] } = HEALTHZ;
+  if (pathName === "checkIn") {
+    const fixture = await seedCatalog(provision.baseUrl, provision.admin);
+    target = licensingTargets(await seedLicensing(provision.baseUrl, fixture.authorization, fixture.productId)).checkIn;
+  } else if (pathName === "preallocate") {
+    target = preallocateTarget(await seedUsage(provision.baseUrl, provision.admin)).target;
+  } else if (pathName !== "healthz") {
+    throw new Error(`unknown path ${pathName}: checkIn, healthz or preallocate`);
+  }
+  const healthz = await recordHttp(provision.baseUrl, HEALTHZ);
+  return {
+    target,
+    replies: { "GET /healthz": healthz, ...onEverySession(target, await recordHttp(provision.baseUrl, target)) },
+  };
+}
+
+/** CPU microseconds `pid` used per request while `url` was sent the target at the pace. */
+async function microsecondsPerRequest(url: string, pid: number, target: HttpTarget): Promise<number> {
+  const pace = { connections: 32, seconds: WINDOW_SECONDS, warmupSeconds: 0, rate: Number(rate) };
+  const before = cpuSecondsOf(pid);
+  const figures = await drivePaced(url, target, pace);
+  if (figures.failures > 0) throw new Error(`${figures.failures} requests to ${url} failed`);
+  return ((cpuSecondsOf(pid) - before) * 1e6) / (pace.rate * pace.seconds);
+}
+
+async function main() {
+  ensureCompiled();
+  pinSelf();
+  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "provision-cpu-"));
+  const storage = await createStorage(mode as Mode);
+  try {
+    const provision = await startProvision(storage, process.env.BENCH_LOG_LEVEL ?? "info");
+    const { target, replies } = await targetOf(provision);
+    const { bare, http1Url } = await startBare(scratch, replies);
+    const sides = [
+      { url: provision.baseUrl, pid: provision.child.pid ?? 0, figures: [] as number[] },
+      { url: http1Url, pid: bare.child.pid ?? 0, figures: [] as number[] },
+    ];
+    for (const side of sides) await microsecondsPerRequest(side.url, side.pid, target);
+    for (let round = 0; round < Number(rounds); round++) {
+      for (const side of sides) side.figures.push(await microsecondsPerRequest(side.url, side.pid, target));
+    }
+    const [service, baseline] = sides.map((side) => median(side.figures));
+    console.log(
+      JSON.stringify({
+        path: target.name,
+        mode,
+        rate: Number(rate),
+        serviceMicroseconds: sides[0].figures.map(Math.round),
+        bareMicroseconds: sides[1].figures.map(Math.round),
+        serviceMedian: Math.round(service),
+        bareMedian: Math.round(baseline),
+        ratio: Number((baseline / service).toFixed(3)),
+      }),
+    );
+    await bare.stop();
+    await provision.stop();
+  } finally {
+    await storage.remove();
+    fs.rmSync(scratch, { recursive: true, force: true });
+  }
+}
+
+try {
+  await main();
+} finally {
+  killChildren();
+}
