@@ -9,6 +9,7 @@ import {
   WebhookEventEntity,
   type WebhookEventRow,
 } from "./entities.js";
+import { CHALLENGE_EVENT_TYPE } from "./event-catalog.js";
 
 /** A delivery's state after an attempt. */
 export type Settlement = Pick<
@@ -200,6 +201,15 @@ export class DeliveryStore {
       `UPDATE webhook_deliveries SET status = ?, next_attempt_at = ?, schedule_step = 0, completed_at = NULL WHERE ${column} = ? AND status = ?`,
       [DELIVERY_STATUS.pending, dueAt ? this.date(dueAt) : null, value, DELIVERY_STATUS.failed],
     );
+  }
+
+  /** Whether a delivery to the subscription (a challenge aside) succeeded at or after `since`. */
+  async succeededSince(manager: EntityManager, subscriptionId: string, since: Date): Promise<boolean> {
+    const [row] = (await manager.query(
+      "SELECT id FROM webhook_deliveries WHERE subscription_id = ? AND status = ? AND event_type <> ? AND completed_at >= ? LIMIT 1",
+      [subscriptionId, DELIVERY_STATUS.succeeded, CHALLENGE_EVENT_TYPE, this.date(since)],
+    )) as { id: string }[];
+    return row !== undefined;
   }
 
   /** Cancels a subscription's pending deliveries (it was deleted or disabled). */

@@ -5,7 +5,8 @@ import type { WebhookDependencies } from "./webhook-dependencies.js";
 
 /**
  * Suspends Active subscriptions whose deliveries have kept failing for `suspendAfterMs` (no success since the
- * first failure): their pending deliveries are parked, and are sent once the subscription is re-enabled and
+ * first failure, as the deliveries that succeeded say: results written in one batch judge the subscription as it
+ * was at their claim): their pending deliveries are parked, and are sent once the subscription is re-enabled and
  * verified again.
  */
 export function suspensionJob(deps: WebhookDependencies, suspendAfterMs: number): ScheduledJob {
@@ -27,8 +28,14 @@ export function suspensionJob(deps: WebhookDependencies, suspendAfterMs: number)
           const cutoff = now.getTime() - suspendAfterMs;
           if (row?.state !== SubscriptionState.ACTIVE || !row.failingSince || row.failingSince.getTime() > cutoff)
             return;
-          row.state = SubscriptionState.SUSPENDED;
           row.updatedAt = now;
+          if (await deliveries.succeededSince(manager, row.id, row.failingSince)) {
+            // Results recorded together may have left a failure's mark after a later success: not failing.
+            row.failingSince = null;
+            await subscriptions.update(manager, row);
+            return;
+          }
+          row.state = SubscriptionState.SUSPENDED;
           await subscriptions.update(manager, row);
           await deliveries.parkPending(manager, row.id);
         });

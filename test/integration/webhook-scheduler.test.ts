@@ -2,6 +2,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import anyTest, { type ExecutionContext, type TestFn } from "ava";
+import { sqlDate } from "../../src/platform/database.js";
 import { mintAccessToken } from "../support/credentials.js";
 import { ENTITLEMENTS } from "../support/licensing.js";
 import { type ManualClock, manualClock } from "../support/manual-clock.js";
@@ -138,6 +139,34 @@ each(
     }
   },
 );
+
+each("a failure's mark with a success at or after it does not suspend the subscription", async (t, mode) => {
+  const { server, clock } = t.context.servers[mode];
+  const { receiver, id } = await subscribe(server, ["Entitlement.PlanApplied"]);
+  const standing = async () => {
+    const [row] = (await server.app.dataSource.query(
+      "SELECT state, failing_since FROM webhook_subscriptions WHERE id = ?",
+      [id],
+    )) as { state: unknown; failing_since: unknown }[];
+    return { state: Number(row.state), failingSince: row.failing_since };
+  };
+  try {
+    const entitlementId = await entitlement(server, {});
+    await receiver.waitFor((received) => received.envelope.entityid === entitlementId);
+    await settle();
+    // A failure recorded in the same batch as that success, judged by the subscription as it was at their claim,
+    // leaves its mark though the subscription has not failed since.
+    await server.app.dataSource.query("UPDATE webhook_subscriptions SET failing_since = ? WHERE id = ?", [
+      sqlDate(mode === "mysql" ? "mysql" : "sqlite", clock.now()),
+      id,
+    ]);
+    await advance(server, clock, 5 * DAY + 1000);
+    await server.app.scheduler.tick();
+    t.deepEqual(await standing(), { state: 2, failingSince: null }, "still Active, and no longer failing");
+  } finally {
+    await receiver.close();
+  }
+});
 
 each("succeeded deliveries are pruned after the retention period", async (t, mode) => {
   const { server, clock } = t.context.servers[mode];
