@@ -1,6 +1,7 @@
 import { inTransaction } from "../platform/database.js";
 import type { ScheduledJob } from "../platform/scheduler.js";
 import type { UsageDependencies } from "./usage-dependencies.js";
+import { currentRefOfAsset } from "./usage-lookup.js";
 
 const ASSETS_PER_TICK = 500;
 
@@ -21,11 +22,8 @@ export function periodRolloverJob(deps: UsageDependencies): ScheduledJob {
 }
 
 async function rollOver(deps: UsageDependencies, assetId: string, now: Date): Promise<void> {
-  const entitlementId = await deps.store.entitlementOfAsset(assetId);
-  const usage = entitlementId ? await deps.directory.of(entitlementId) : null;
-  const asset = usage?.assets.find((candidate) => candidate.id === assetId);
-  const ref = usage && asset?.metered ? await deps.counters.refOf(usage, asset, now) : undefined;
-  if (!ref) {
+  const ref = await currentRefOfAsset(deps, assetId, now);
+  if (!ref?.asset.metered) {
     await deps.store.clearStatus(assetId, now);
     return;
   }

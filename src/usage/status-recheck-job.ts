@@ -3,6 +3,7 @@ import { inTransaction } from "../platform/database.js";
 import type { ScheduledJob } from "../platform/scheduler.js";
 import type { MeterRef } from "./meter-counters.js";
 import type { UsageDependencies } from "./usage-dependencies.js";
+import { currentRefOfAsset } from "./usage-lookup.js";
 
 const ASSETS_PER_TICK = 500;
 
@@ -20,10 +21,7 @@ export function statusRecheckJob(deps: UsageDependencies): ScheduledJob {
 }
 
 async function recheck(deps: UsageDependencies, assetId: string, now: Date): Promise<void> {
-  const entitlementId = await deps.store.entitlementOfAsset(assetId);
-  const usage = entitlementId ? await deps.directory.of(entitlementId) : null;
-  const asset = usage?.assets.find((candidate) => candidate.id === assetId);
-  const ref = usage && asset ? await deps.counters.refOf(usage, asset, now) : undefined;
+  const ref = await currentRefOfAsset(deps, assetId, now);
   if (!ref) {
     await inTransaction(deps.dataSource, (manager) => deps.store.clearRecheck(manager, assetId, now));
     return;

@@ -1,4 +1,5 @@
 import { DomainError } from "../platform/errors.js";
+import type { MeterRef } from "./meter-counters.js";
 import type { UsageAsset } from "./usage-assets.js";
 import type { UsageDependencies } from "./usage-dependencies.js";
 import type { EntitlementUsage } from "./usage-directory.js";
@@ -24,6 +25,18 @@ export function meteredAssetOf(usage: EntitlementUsage, metric: string, field: s
     throw invalidMetric(field, `${metric} is informational (metricType 0): it has no usage to reserve`);
   }
   return asset;
+}
+
+/** An asset's counter of the period current at `now`; undefined when the asset (or its usage model) is gone. */
+export async function currentRefOfAsset(
+  deps: UsageDependencies,
+  assetId: string,
+  now: Date,
+): Promise<MeterRef | undefined> {
+  const entitlementId = await deps.store.entitlementOfAsset(assetId);
+  const usage = entitlementId ? await deps.directory.of(entitlementId) : null;
+  const asset = usage?.assets.find((candidate) => candidate.id === assetId);
+  return usage && asset ? deps.counters.refOf(usage, asset, now) : undefined;
 }
 
 function invalidMetric(field: string, message: string): DomainError {
