@@ -9,7 +9,7 @@ import { pollUntil } from "../support/poll.js";
 import { defaultAuthorization, rest } from "../support/rest.js";
 import { startTestServer, type TestServer } from "../support/test-server.js";
 import { type Received, sign, WebhookReceiver } from "../support/webhook-receiver.js";
-import { SUBSCRIPTIONS, waitForState } from "../support/webhooks.js";
+import { SUBSCRIPTIONS, waitForNoClaimedDelivery, waitForState } from "../support/webhooks.js";
 
 // Secret rotation: during the overlap every delivery carries two signatures (new first), and a challenge reply
 // signed with the previous secret is accepted; after it only the new secret signs. Each server runs on a
@@ -49,9 +49,10 @@ function each(title: string, body: (t: ExecutionContext<Context>, mode: Mode) =>
   for (const mode of MODES) test.serial(`${title} (${mode})`, (t) => body(t, mode));
 }
 
-/** Moves the server's clock; the admin token `rest()` sends is minted again on the new time. */
+/** Moves the server's clock once no delivery is in flight; the admin token `rest()` sends is minted again on the new time. */
 async function advance(t: ExecutionContext<Context>, mode: Mode, ms: number) {
   const { server, clock } = t.context.servers[mode];
+  await waitForNoClaimedDelivery(server);
   clock.advance(ms);
   defaultAuthorization.set(server.baseUrl, await bearerWithScopes(server, ["*"]));
 }

@@ -9,7 +9,7 @@ import { type ManualClock, manualClock } from "../support/manual-clock.js";
 import { defaultAuthorization, PRODUCTS, rest } from "../support/rest.js";
 import { createTestDatabase, startTestServer, type TestServer } from "../support/test-server.js";
 import { WebhookReceiver } from "../support/webhook-receiver.js";
-import { SUBSCRIPTIONS, waitForState } from "../support/webhooks.js";
+import { SUBSCRIPTIONS, waitForNoClaimedDelivery, waitForState } from "../support/webhooks.js";
 
 // The time-driven work (expiry notices, suspension of failing subscriptions, pruning), run a round at a time with
 // a manual clock, on the one instance holding the scheduler lease.
@@ -43,8 +43,9 @@ function each(title: string, body: (t: ExecutionContext<Context>, mode: Mode) =>
   for (const mode of MODES) test.serial(`${title} (${mode})`, (t) => body(t, mode));
 }
 
-/** Moves the clock, and gives the admin a token valid at the new time (the last one expired with the move). */
+/** Moves the clock once no delivery is in flight, and gives the admin a token valid at the new time (the last one expired with the move). */
 async function advance(server: TestServer, clock: ManualClock, ms: number) {
+  await waitForNoClaimedDelivery(server);
   clock.advance(ms);
   defaultAuthorization.set(server.baseUrl, `Bearer ${await mintAccessToken(server.app, server.admin.clientId, ["*"])}`);
 }

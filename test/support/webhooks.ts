@@ -22,3 +22,18 @@ export function isSignedWith(received: Received, secret: string): boolean {
     .split(" ")
     .includes(`v1,${sign(secret, id, timestamp, received.body)}`);
 }
+
+/**
+ * Waits until no delivery is out under a claim. A claim lasts until a time on the service's clock, so a test that
+ * moves a manual clock past it while a delivery is in flight would see that delivery claimed and sent again.
+ */
+export async function waitForNoClaimedDelivery(server: Pick<TestServer, "app">) {
+  for (let tries = 0; tries < 400; tries++) {
+    const [row] = (await server.app.dataSource.query(
+      "SELECT COUNT(*) AS claimed FROM webhook_deliveries WHERE claim_id IS NOT NULL",
+    )) as { claimed: number | string }[];
+    if (Number(row.claimed) === 0) return;
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+  throw new Error("a delivery stayed claimed for 10 s");
+}
