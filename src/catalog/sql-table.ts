@@ -1,6 +1,7 @@
 import type { DataSource, EntityManager, EntitySchema } from "typeorm";
 import type { ColumnMetadata } from "typeorm/metadata/ColumnMetadata.js";
 import { runStandalone } from "../platform/standalone-statement.js";
+import type { Statement } from "../platform/statement-batch.js";
 
 /** Rows per multi-row INSERT: well under every driver's limit of bound parameters. */
 const INSERT_CHUNK = 100;
@@ -62,21 +63,30 @@ export class SqlTable<Row extends { id: string }> {
   }
 
   async select(manager: EntityManager, where: string, parameters: unknown[]): Promise<Row[]> {
-    const raw = (await manager.query(
-      `SELECT ${this.columnList} FROM ${this.name} WHERE ${where}`,
-      parameters,
-    )) as Record<string, unknown>[];
-    return raw.map((row) => this.hydrate(row));
+    const { sql } = this.selectStatement(where, parameters);
+    return this.hydrateAll(await manager.query(sql, parameters));
+  }
+
+  /** A SELECT of whole rows, for a batch; `hydrateAll` reads its result. */
+  selectStatement(where: string, parameters: unknown[]): Statement {
+    return { sql: `SELECT ${this.columnList} FROM ${this.name} WHERE ${where}`, parameters };
+  }
+
+  hydrateAll(result: unknown): Row[] {
+    return (result as Record<string, unknown>[]).map((row) => this.hydrate(row));
+  }
+
+  /** A multi-row INSERT of at most INSERT_CHUNK rows, for a batch. */
+  insertStatement(rows: Row[]): Statement {
+    if (rows.length > INSERT_CHUNK) throw new Error(`a batched INSERT takes at most ${INSERT_CHUNK} rows`);
+    return { sql: this.insertSqlFor(rows.length), parameters: rows.flatMap((row) => this.values(row, this.columns)) };
   }
 
   /** Inserts `rows` in multi-row statements of INSERT_CHUNK, calling `between` after each. */
   async insert(manager: EntityManager, rows: Row[], between: () => Promise<void> = async () => {}): Promise<void> {
     for (let start = 0; start < rows.length; start += INSERT_CHUNK) {
-      const chunk = rows.slice(start, start + INSERT_CHUNK);
-      await manager.query(
-        this.insertSqlFor(chunk.length),
-        chunk.flatMap((row) => this.values(row, this.columns)),
-      );
+      const { sql, parameters } = this.insertStatement(rows.slice(start, start + INSERT_CHUNK));
+      await manager.query(sql, parameters);
       await between();
     }
   }

@@ -1,6 +1,7 @@
 import type { DataSource, EntityManager } from "typeorm";
 import { placeholders, SqlTable } from "../catalog/sql-table.js";
 import { dialectOf, forUpdate } from "../platform/database.js";
+import type { Statement } from "../platform/statement-batch.js";
 import { ActivationCodeEntity, type ActivationCodeRow } from "./entities.js";
 
 /** What an invitation shows of a device activated with its code. */
@@ -47,9 +48,18 @@ export async function findActivationCodeByKey(
   key: string,
   lock: boolean,
 ): Promise<ActivationCodeRow | null> {
+  const { sql, parameters } = activationCodeByKeyStatement(manager, key, lock);
+  return activationCodeOf(manager, await manager.query(sql, parameters));
+}
+
+/** findActivationCodeByKey's statement, for a batch; `activationCodeOf` reads its result. */
+export function activationCodeByKeyStatement(manager: EntityManager, key: string, lock: boolean): Statement {
   const clause = lock ? forUpdate(dialectOf(manager.connection)) : "";
-  const [row] = await codesTable(manager).select(manager, `code_key = ?${clause}`, [key]);
-  return row ?? null;
+  return codesTable(manager).selectStatement(`code_key = ?${clause}`, [key]);
+}
+
+export function activationCodeOf(manager: EntityManager, result: unknown): ActivationCodeRow | null {
+  return codesTable(manager).hydrateAll(result)[0] ?? null;
 }
 
 /** One code of the provider's entitlement, deleted or not. */

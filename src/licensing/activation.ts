@@ -7,11 +7,12 @@ import type { ActivationPolicy } from "../../gen/provision/v1/entitlement_pb.js"
 import type { Clock } from "../platform/clock.js";
 import { inTransaction } from "../platform/database.js";
 import { DomainError, invalidField } from "../platform/errors.js";
+import { runBatch } from "../platform/statement-batch.js";
 import { Violations } from "../platform/validation.js";
 import { clientAddressKey } from "../server/client-address.js";
 import type { Outbox } from "../webhooks/outbox.js";
 import { presentedCodeKey } from "./activation-code-format.js";
-import { findActivationCodeByKey } from "./activation-code-store.js";
+import { activationCodeByKeyStatement, activationCodeOf } from "./activation-code-store.js";
 import { MAX_EMAIL_LENGTH, MAX_FINGERPRINT_LENGTH } from "./activation-code-validation.js";
 import type { ActivationGuesses } from "./activation-guesses.js";
 import {
@@ -37,10 +38,11 @@ import { type EntitlementFeatureRow, type EntitlementRow, type LicenseSessionRow
 import { activatedEvent } from "./entitlement-events.js";
 import { policyText } from "./entitlement-mapper.js";
 import { fingerprintHash } from "./license-claims.js";
-import { codeFacts, licenseClaimsFor } from "./license-facts.js";
+import { endsAfterFirstActivation } from "./license-ends.js";
+import { codeFacts, entitlementFacts, licenseClaimsFor } from "./license-facts.js";
 import type { LicenseKeys } from "./license-keys.js";
 import type { LicenseTokens } from "./license-tokens.js";
-import { claimSeat } from "./seat-allocation.js";
+import { seatCheck } from "./seat-allocation.js";
 import type { SessionStore } from "./session-store.js";
 import type { InteractiveUser, UserTokens } from "./user-tokens.js";
 
@@ -164,6 +166,11 @@ interface TransactionInput {
   presented: string | null;
 }
 
+/**
+ * Three batches of statements after the code's entitlement is known (one round trip each on MySQL): the rows the
+ * rules read, locked in the order every write takes them (entitlement, code, the device's live sessions); the
+ * seat's reads, after those sessions are ended; and the writes, with the features the license names.
+ */
 async function activateInTransaction(
   deps: ActivationDependencies,
   manager: EntityManager,
@@ -171,21 +178,15 @@ async function activateInTransaction(
 ): Promise<Activated> {
   const { store } = deps;
   const { ask, now } = input;
-  // Lock order: entitlement, then code, as every other write that takes both; the first read only finds it.
-  const entitlementId = await store.entitlementOfCode(manager, input.key);
-  const loaded = entitlementId && (await store.entitlementFacts(manager, entitlementId, true));
-  const code = loaded && (await findActivationCodeByKey(manager, input.key, true));
-  if (!loaded || !code || code.entitlementId !== entitlementId) throw codeNotFound();
-  const { row: entitlement, facts } = loaded;
+  const hash = fingerprintHash(ask.fingerprint);
+  const { entitlement, facts, code, replaced } = await lockedRows(deps, manager, input.key, hash);
   const codeFact = input.interactive ? asInteractive(codeFacts(code)) : codeFacts(code);
   checkSignedIn(deps, input.prepared, () => checkActivation(facts, codeFact, ask, now));
   if (input.presented === null && facts.policy?.requireActivationWorkflow) throw workflowRequired();
   checkHost(deps, facts.policy, input.clientAddress, input.prepared);
 
-  const hash = fingerprintHash(ask.fingerprint);
-  const replaced = await store.endSessionsOfDevice(manager, entitlement.id, hash, now);
   const claim = facts.policy?.claimBasedActivation;
-  await claimSeat(manager, store, {
+  const seat = seatCheck(store, {
     entitlementId: entitlement.id,
     claim,
     code,
@@ -193,7 +194,9 @@ async function activateInTransaction(
     fingerprintHash: hash,
     now,
   });
-  await store.recordCodeUse(manager, code.id, ask.acceptLicenseTerms, now);
+  const ending = replaced.length > 0 ? [store.endSessionsStatement(replaced, now)] : [];
+  const seatRead = await runBatch(manager, [...ending, ...seat.reads]);
+  const seatRows = seat.decide(seatRead.slice(ending.length));
   const trial = isTrialActivation(facts, codeFact);
   const lease = leaseFor(facts, codeFact, ask.requestedLeaseMs, now, firstActivationOf(facts, codeFact));
   const trialStarted = await recordTrialStart(store, manager, facts.policy, entitlement.id, lease.trialEndsAt, now);
@@ -215,10 +218,38 @@ async function activateInTransaction(
     clientAddress: input.clientAddress.slice(0, 64),
     endedAt: null,
   };
-  await store.insertSession(manager, session);
-  if (!entitlement.isTemplate) await deps.events.append(manager, [activatedEvent(entitlement, session, replaced)]);
-  const features = await store.entitlementFeatures(manager, entitlement.id);
+  const event = entitlement.isTemplate
+    ? []
+    : [deps.events.appendStatement([activatedEvent(entitlement, session, replaced)])];
+  const written = await runBatch(manager, [
+    ...seatRows,
+    store.recordCodeUseStatement(code.id, ask.acceptLicenseTerms, now),
+    store.insertSessionStatement(session),
+    ...event,
+    store.entitlementFeaturesStatement(entitlement.id),
+  ]);
+  const features = store.featuresOf(written[written.length - 1]);
   return { session, entitlement, facts, features, trial, replaced, trialStarted };
+}
+
+/** The code's entitlement and the code, locked, with what the rules read, and the device's live sessions there. */
+async function lockedRows(deps: ActivationDependencies, manager: EntityManager, key: string, hash: string) {
+  const { store } = deps;
+  const entitlementId = await store.entitlementOfCode(manager, key);
+  if (!entitlementId) throw codeNotFound();
+  const [entitlementRows, productRows, codeRows, sessionRows] = await runBatch(manager, [
+    store.lockEntitlementStatement(entitlementId),
+    store.licensedProductsStatement(entitlementId),
+    activationCodeByKeyStatement(manager, key, true),
+    store.liveSessionsOfDeviceStatement(entitlementId, hash),
+  ]);
+  const entitlement = store.entitlementOf(entitlementRows);
+  const code = activationCodeOf(manager, codeRows);
+  if (!entitlement || !code || code.entitlementId !== entitlementId) throw codeNotFound();
+  const facts = entitlementFacts(entitlement, store.productsOf(productRows), null);
+  if (endsAfterFirstActivation(facts.policy))
+    facts.firstActivationAt = await store.firstActivation(manager, entitlementId);
+  return { entitlement, facts, code, replaced: store.idsOf(sessionRows) };
 }
 
 /** A trial counted from the first activation starts now: its end is recorded on the policy (trialEndsAt). */

@@ -1,6 +1,6 @@
-import type { EntityManager } from "typeorm";
 import type { ClaimBasedActivation } from "../../gen/provision/v1/entitlement_pb.js";
 import { conflict } from "../platform/errors.js";
+import type { Statement } from "../platform/statement-batch.js";
 import { CODE_DEVICES, ENTITLEMENT_DEVICES, type SessionStore } from "./session-store.js";
 
 export interface SeatRequest {
@@ -12,6 +12,14 @@ export interface SeatRequest {
   now: Date;
 }
 
+/** A seat decision in two steps, so that an activation can batch its statements. */
+export interface SeatCheck {
+  /** What the decision reads; run after the device's earlier live sessions were ended. */
+  reads: Statement[];
+  /** From the reads' results, in their order: the rows to add for the seat, or a 409 thrown. */
+  decide(results: unknown[]): Statement[];
+}
+
 /**
  * Takes a seat for a device, or refuses with 409. Runs inside the activation's transaction, after the
  * entitlement's row was locked and the device's earlier live sessions were ended, so every count is exact.
@@ -21,37 +29,63 @@ export interface SeatRequest {
  * - The code: the distinct devices ever activated with it, up to maxDeviceActivations (0 means 1), unless it
  *   uses the entitlement's seats instead.
  */
-export async function claimSeat(manager: EntityManager, store: SessionStore, request: SeatRequest): Promise<void> {
-  await checkCodeDevices(manager, store, request);
-  const seats = request.claim?.numberOfSeats ?? 0;
-  if (request.claim?.isFloatingLicense) {
-    if (seats > 0 && (await store.liveFloatingSessions(manager, request.entitlementId, request.now)) >= seats) {
-      throw seatLimit(seats);
-    }
-    return;
-  }
-  if (!request.claim) return;
-  const owner = request.entitlementId;
-  if (await store.hasDevice(manager, ENTITLEMENT_DEVICES, owner, request.fingerprintHash)) return;
-  if (seats > 0 && (await store.countDevices(manager, ENTITLEMENT_DEVICES, owner)) >= seats) throw seatLimit(seats);
-  await store.addDevice(manager, ENTITLEMENT_DEVICES, deviceOf(request, owner));
+export function seatCheck(store: SessionStore, request: SeatRequest): SeatCheck {
+  const code = codeDevicesCheck(store, request);
+  const seat = entitlementSeatCheck(store, request);
+  return {
+    reads: [...code.reads, ...seat.reads],
+    decide: (results) => [
+      ...code.decide(results.slice(0, code.reads.length)),
+      ...seat.decide(results.slice(code.reads.length)),
+    ],
+  };
 }
 
-async function checkCodeDevices(manager: EntityManager, store: SessionStore, request: SeatRequest) {
-  const owner = request.code.id;
+function codeDevicesCheck(store: SessionStore, request: SeatRequest): SeatCheck {
+  const device = deviceOf(request, request.code.id);
   if (request.code.useEntitlementMaxActivations) {
-    await store.addDeviceOnce(manager, CODE_DEVICES, deviceOf(request, owner));
-    return;
+    return { reads: [store.addDeviceOnceStatement(CODE_DEVICES, device)], decide: () => [] };
   }
-  if (await store.hasDevice(manager, CODE_DEVICES, owner, request.fingerprintHash)) return;
-  const limit = Math.max(request.code.maxDeviceActivations, 1);
-  if ((await store.countDevices(manager, CODE_DEVICES, owner)) >= limit) {
-    throw conflict(
-      `this activation code has already activated its ${limit} device${limit === 1 ? "" : "s"}`,
-      "device-limit-reached",
-    );
+  return {
+    reads: [store.deviceCountsStatement(CODE_DEVICES, request.code.id, request.fingerprintHash)],
+    decide: ([counts]) => {
+      const { count, present } = store.deviceCountsOf(counts);
+      if (present) return [];
+      const limit = Math.max(request.code.maxDeviceActivations, 1);
+      if (count >= limit) {
+        throw conflict(
+          `this activation code has already activated its ${limit} device${limit === 1 ? "" : "s"}`,
+          "device-limit-reached",
+        );
+      }
+      return [store.addDeviceStatement(CODE_DEVICES, device)];
+    },
+  };
+}
+
+function entitlementSeatCheck(store: SessionStore, request: SeatRequest): SeatCheck {
+  const seats = request.claim?.numberOfSeats ?? 0;
+  if (request.claim?.isFloatingLicense) {
+    if (seats <= 0) return { reads: [], decide: () => [] };
+    return {
+      reads: [store.liveFloatingSessionsStatement(request.entitlementId, request.now)],
+      decide: ([live]) => {
+        if (store.countOf(live) >= seats) throw seatLimit(seats);
+        return [];
+      },
+    };
   }
-  await store.addDevice(manager, CODE_DEVICES, deviceOf(request, owner));
+  if (!request.claim) return { reads: [], decide: () => [] };
+  const owner = request.entitlementId;
+  return {
+    reads: [store.deviceCountsStatement(ENTITLEMENT_DEVICES, owner, request.fingerprintHash)],
+    decide: ([counts]) => {
+      const { count, present } = store.deviceCountsOf(counts);
+      if (present) return [];
+      if (seats > 0 && count >= seats) throw seatLimit(seats);
+      return [store.addDeviceStatement(ENTITLEMENT_DEVICES, deviceOf(request, owner))];
+    },
+  };
 }
 
 function deviceOf(request: SeatRequest, ownerId: string) {

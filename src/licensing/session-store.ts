@@ -2,6 +2,7 @@ import type { DataSource, EntityManager } from "typeorm";
 import type { ColumnMetadata } from "typeorm/metadata/ColumnMetadata.js";
 import { SqlTable } from "../catalog/sql-table.js";
 import { dialectOf, forUpdate, writeSerially } from "../platform/database.js";
+import type { Statement } from "../platform/statement-batch.js";
 import {
   EntitlementEntity,
   EntitlementFeatureEntity,
@@ -54,17 +55,35 @@ export class SessionStore {
     return row ?? null;
   }
 
+  lockEntitlementStatement(entitlementId: string): Statement {
+    return this.entitlements.selectStatement(`id = ?${this.forUpdate}`, [entitlementId]);
+  }
+
+  entitlementOf(result: unknown): EntitlementRow | null {
+    return this.entitlements.hydrateAll(result)[0] ?? null;
+  }
+
   async findEntitlement(manager: EntityManager, entitlementId: string): Promise<EntitlementRow | null> {
     const [row] = await this.entitlements.select(manager, "id = ?", [entitlementId]);
     return row ?? null;
   }
 
   async licensedProducts(manager: EntityManager, entitlementId: string): Promise<LicensedProduct[]> {
-    const rows = (await manager.query(
-      "SELECT p.id AS id, p.product_code AS code, p.product_version AS version FROM entitlement_products ep " +
+    const { sql, parameters } = this.licensedProductsStatement(entitlementId);
+    return this.productsOf(await manager.query(sql, parameters));
+  }
+
+  licensedProductsStatement(entitlementId: string): Statement {
+    return {
+      sql:
+        "SELECT p.id AS id, p.product_code AS code, p.product_version AS version FROM entitlement_products ep " +
         "JOIN products p ON p.id = ep.product_id WHERE ep.entitlement_id = ? ORDER BY ep.position",
-      [entitlementId],
-    )) as { id: string; code: string; version: string }[];
+      parameters: [entitlementId],
+    };
+  }
+
+  productsOf(result: unknown): LicensedProduct[] {
+    const rows = result as { id: string; code: string; version: string }[];
     return rows.map((row) => ({ id: row.id, productCode: row.code, productVersion: row.version }));
   }
 
@@ -116,6 +135,14 @@ export class SessionStore {
     return this.features.select(manager, "entitlement_id = ? ORDER BY created_at, id", [entitlementId]);
   }
 
+  entitlementFeaturesStatement(entitlementId: string): Statement {
+    return this.features.selectStatement("entitlement_id = ? ORDER BY created_at, id", [entitlementId]);
+  }
+
+  featuresOf(result: unknown): EntitlementFeatureRow[] {
+    return this.features.hydrateAll(result);
+  }
+
   async storeActivationPolicy(manager: EntityManager, entitlementId: string, policy: string, now: Date) {
     await manager.query(
       "UPDATE entitlements SET activation_policy = ?, revision = revision + 1, updated_at = ? WHERE id = ?",
@@ -124,64 +151,70 @@ export class SessionStore {
   }
 
   /** Floating sessions holding a seat at `now`: live, with lease and grace not yet over. */
-  async liveFloatingSessions(manager: EntityManager, entitlementId: string, now: Date): Promise<number> {
-    const [row] = (await manager.query(
-      "SELECT COUNT(*) AS n FROM license_sessions WHERE entitlement_id = ? AND state = ? AND is_floating = ? AND grace_ends_at > ?",
-      [entitlementId, SESSION_STATE.live, this.bool(true), this.date(now)],
-    )) as { n: number | string }[];
+  /** Floating sessions holding a seat at `now`: live, with lease and grace not yet over (read by `countOf`). */
+  liveFloatingSessionsStatement(entitlementId: string, now: Date): Statement {
+    return {
+      sql: "SELECT COUNT(*) AS n FROM license_sessions WHERE entitlement_id = ? AND state = ? AND is_floating = ? AND grace_ends_at > ?",
+      parameters: [entitlementId, SESSION_STATE.live, this.bool(true), this.date(now)],
+    };
+  }
+
+  countOf(result: unknown): number {
+    const [row] = result as { n: number | string }[];
     return Number(row?.n ?? 0);
   }
 
-  /** Ends the live sessions of one device on an entitlement (it activates again); answers their ids. */
-  async endSessionsOfDevice(manager: EntityManager, entitlementId: string, fingerprintHash: string, now: Date) {
-    const rows = (await manager.query(
-      `SELECT id FROM license_sessions WHERE entitlement_id = ? AND fingerprint_hash = ? AND state = ?${this.forUpdate}`,
-      [entitlementId, fingerprintHash, SESSION_STATE.live],
-    )) as { id: string }[];
-    if (rows.length === 0) return [];
-    const ids = rows.map((row) => row.id);
-    await manager.query(
-      `UPDATE license_sessions SET state = ?, ended_at = ? WHERE id IN (${ids.map(() => "?").join(", ")})`,
-      [SESSION_STATE.ended, this.date(now), ...ids],
-    );
-    return ids;
+  /** The live sessions of one device on an entitlement, locked (read by `idsOf`): it activates again. */
+  liveSessionsOfDeviceStatement(entitlementId: string, fingerprintHash: string): Statement {
+    return {
+      sql: `SELECT id FROM license_sessions WHERE entitlement_id = ? AND fingerprint_hash = ? AND state = ?${this.forUpdate}`,
+      parameters: [entitlementId, fingerprintHash, SESSION_STATE.live],
+    };
   }
 
-  async countDevices(manager: EntityManager, table: DeviceTable, ownerId: string): Promise<number> {
-    const [row] = (await manager.query(`SELECT COUNT(*) AS n FROM ${table.name} WHERE ${table.owner} = ?`, [
-      ownerId,
-    ])) as { n: number | string }[];
-    return Number(row?.n ?? 0);
+  idsOf(result: unknown): string[] {
+    return (result as { id: string }[]).map((row) => row.id);
   }
 
-  async hasDevice(manager: EntityManager, table: DeviceTable, ownerId: string, fingerprintHash: string) {
-    const rows = (await manager.query(
-      `SELECT 1 AS present FROM ${table.name} WHERE ${table.owner} = ? AND fingerprint_hash = ?`,
-      [ownerId, fingerprintHash],
-    )) as unknown[];
-    return rows.length > 0;
+  endSessionsStatement(sessionIds: string[], now: Date): Statement {
+    return {
+      sql: `UPDATE license_sessions SET state = ?, ended_at = ? WHERE id IN (${sessionIds.map(() => "?").join(", ")})`,
+      parameters: [SESSION_STATE.ended, this.date(now), ...sessionIds],
+    };
   }
 
-  async addDevice(manager: EntityManager, table: DeviceTable, device: DeviceToAdd): Promise<void> {
+  /** How many devices the owner holds, and whether this one is among them (read by `deviceCountsOf`). */
+  deviceCountsStatement(table: DeviceTable, ownerId: string, fingerprintHash: string): Statement {
+    return {
+      sql: `SELECT COUNT(*) AS n, COALESCE(SUM(CASE WHEN fingerprint_hash = ? THEN 1 ELSE 0 END), 0) AS mine FROM ${table.name} WHERE ${table.owner} = ?`,
+      parameters: [fingerprintHash, ownerId],
+    };
+  }
+
+  deviceCountsOf(result: unknown): { count: number; present: boolean } {
+    const [row] = result as { n: number | string; mine: number | string }[];
+    return { count: Number(row?.n ?? 0), present: Number(row?.mine ?? 0) > 0 };
+  }
+
+  addDeviceStatement(table: DeviceTable, device: DeviceToAdd): Statement {
     const extra = table === ENTITLEMENT_DEVICES ? ", activation_code_id" : "";
     const values = [device.ownerId, device.fingerprintHash, device.fingerprint, this.date(device.now)];
-    await manager.query(
-      `INSERT INTO ${table.name} (${table.owner}, fingerprint_hash, fingerprint, created_at${extra}) VALUES (?, ?, ?, ?${extra ? ", ?" : ""})`,
-      extra ? [...values, device.activationCodeId] : values,
-    );
+    return {
+      sql: `INSERT INTO ${table.name} (${table.owner}, fingerprint_hash, fingerprint, created_at${extra}) VALUES (?, ?, ?, ?${extra ? ", ?" : ""})`,
+      parameters: extra ? [...values, device.activationCodeId] : values,
+    };
   }
 
   /** Adds the device unless it is there already, in one statement. */
-  async addDeviceOnce(manager: EntityManager, table: DeviceTable, device: DeviceToAdd): Promise<void> {
-    const values = [device.ownerId, device.fingerprintHash, device.fingerprint, this.date(device.now)];
+  addDeviceOnceStatement(table: DeviceTable, device: DeviceToAdd): Statement {
     const unlessPresent =
       this.dataSource.options.type === "mysql"
         ? "ON DUPLICATE KEY UPDATE fingerprint_hash = fingerprint_hash"
         : "ON CONFLICT DO NOTHING";
-    await manager.query(
-      `INSERT INTO ${table.name} (${table.owner}, fingerprint_hash, fingerprint, created_at) VALUES (?, ?, ?, ?) ${unlessPresent}`,
-      values,
-    );
+    return {
+      sql: `INSERT INTO ${table.name} (${table.owner}, fingerprint_hash, fingerprint, created_at) VALUES (?, ?, ?, ?) ${unlessPresent}`,
+      parameters: [device.ownerId, device.fingerprintHash, device.fingerprint, this.date(device.now)],
+    };
   }
 
   async removeDevice(manager: EntityManager, entitlementId: string, fingerprintHash: string): Promise<void> {
@@ -191,16 +224,17 @@ export class SessionStore {
     ]);
   }
 
-  async recordCodeUse(manager: EntityManager, codeId: string, consented: boolean, now: Date): Promise<void> {
-    await manager.query(
-      "UPDATE activation_codes SET activation_code_use_count = activation_code_use_count + 1, " +
+  recordCodeUseStatement(codeId: string, consented: boolean, now: Date): Statement {
+    return {
+      sql:
+        "UPDATE activation_codes SET activation_code_use_count = activation_code_use_count + 1, " +
         "activation_time_stamp = COALESCE(activation_time_stamp, ?), user_consent = (user_consent OR ?) WHERE id = ?",
-      [this.date(now), this.bool(consented), codeId],
-    );
+      parameters: [this.date(now), this.bool(consented), codeId],
+    };
   }
 
-  async insertSession(manager: EntityManager, row: LicenseSessionRow): Promise<void> {
-    await this.sessions.insert(manager, [row]);
+  insertSessionStatement(row: LicenseSessionRow): Statement {
+    return this.sessions.insertStatement([row]);
   }
 
   async findSession(manager: EntityManager, sessionId: string, lock = false): Promise<LicenseSessionRow | null> {

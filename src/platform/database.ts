@@ -26,6 +26,8 @@ export function createDataSource(
       bigNumberStrings: true,
       dateStrings: false,
       poolSize: 10,
+      // For runBatch: several statements of one transaction in one round trip. Values are still escaped.
+      multipleStatements: true,
       entities,
       migrations,
       migrationsTableName: "schema_migrations",

@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { DescMessage, Message } from "@bufbuild/protobuf";
 import type { DataSource, EntityManager } from "typeorm";
 import { SqlTable } from "../catalog/sql-table.js";
+import type { Statement } from "../platform/statement-batch.js";
 import { encodeResponseText } from "../server/rest/json-encoder.js";
 import { WebhookEventEntity, type WebhookEventRow } from "./entities.js";
 import { envelopeText, withTestFlag } from "./envelope.js";
@@ -41,6 +42,11 @@ export class Outbox {
     const rows = drafts.map(rowOf);
     if (rows.length > 0) await this.events.insert(manager, rows);
     return rows.map((row) => row.id);
+  }
+
+  /** The INSERT appending a few events (at most 100), for a batch of the causing transaction. */
+  appendStatement(drafts: EventDraft[]): Statement {
+    return this.events.insertStatement(drafts.map(rowOf));
   }
 
   committed(): void {
