@@ -123,13 +123,11 @@ export async function loadCodeDevices(
   return byCode;
 }
 
-/** The code a session was activated with, of any provider, deleted or not. */
-export async function findActivationCodeById(
-  manager: EntityManager,
-  codeId: string,
-): Promise<ActivationCodeRow | null> {
-  const [row] = await codesTable(manager).select(manager, "id = ?", [codeId]);
-  return row ?? null;
+/** The code a session was activated with (of any provider, deleted or not), for a batch; read by `activationCodeOf`. */
+export function activationCodeOfSessionStatement(manager: EntityManager, sessionId: string): Statement {
+  return codesTable(manager).selectStatement("id = (SELECT activation_code_id FROM license_sessions WHERE id = ?)", [
+    sessionId,
+  ]);
 }
 
 /** What a user's invitations resolve to: their distinct entitlements (at most 2 listed) and the newest code key. */

@@ -238,7 +238,7 @@ async function lockedRows(deps: ActivationDependencies, manager: EntityManager, 
   const entitlementId = await store.entitlementOfCode(manager, key);
   if (!entitlementId) throw codeNotFound();
   const [entitlementRows, productRows, codeRows, sessionRows] = await runBatch(manager, [
-    store.lockEntitlementStatement(entitlementId),
+    store.entitlementStatement(entitlementId, true),
     store.licensedProductsStatement(entitlementId),
     activationCodeByKeyStatement(manager, key, true),
     store.liveSessionsOfDeviceStatement(entitlementId, hash),

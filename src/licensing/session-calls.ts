@@ -1,6 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext } from "@connectrpc/connect";
+import type { EntityManager } from "typeorm";
 import {
   type CheckInSessionRequest,
   type CheckInSessionResponse,
@@ -17,14 +18,18 @@ import { bearerChallenge } from "../auth/access-tokens.js";
 import { type LicenseSessionCaller, licenseSessionKey } from "../auth/auth-interceptor.js";
 import { inTransaction, readSerially } from "../platform/database.js";
 import { DomainError } from "../platform/errors.js";
+import { runBatch } from "../platform/statement-batch.js";
 import { type ActivationDependencies, requestedLeaseMs } from "./activation.js";
-import { findActivationCodeById } from "./activation-code-store.js";
-import { type EntitlementFacts, leaseFor, sessionStatus } from "./activation-rules.js";
+import { activationCodeOf, activationCodeOfSessionStatement } from "./activation-code-store.js";
+import { type EntitlementFacts, type Lease, leaseFor, sessionStatus } from "./activation-rules.js";
 import type { CheckInWriter } from "./check-in-writer.js";
 import { type LicenseSessionRow, SESSION_STATE } from "./entities.js";
 import { policyOf } from "./entitlement-mapper.js";
-import { codeFacts, licenseClaimsFor } from "./license-facts.js";
+import type { LicenseClaims } from "./license-claims.js";
+import { endsAfterFirstActivation } from "./license-ends.js";
+import { codeFacts, entitlementFacts, licenseClaimsFor } from "./license-facts.js";
 import type { LicensingCaches } from "./licensing-caches.js";
+import type { SessionStore } from "./session-store.js";
 import { effectiveSubscription } from "./subscription-periods.js";
 
 export interface SessionCallDependencies extends ActivationDependencies {
@@ -95,34 +100,12 @@ export async function renewSession(
   request: RenewSessionRequest,
   context: HandlerContext,
 ): Promise<RenewSessionResponse> {
-  const { sessionId } = sessionOfCall(request, context);
+  const { sessionId, entitlementId } = sessionOfCall(request, context);
   const now = deps.clock.now();
   const requestedMs = requestedLeaseMs(request.requestedLeaseDuration);
-  const { store } = deps;
-  const renewed = await inTransaction(deps.dataSource, async (manager) => {
-    const found = await store.findSession(manager, sessionId, true);
-    if (!found || found.state !== SESSION_STATE.live) throw sessionGone(found?.state ?? SESSION_STATE.ended);
-    const loaded = await store.entitlementFacts(manager, found.entitlementId);
-    const code = await findActivationCodeById(manager, found.activationCodeId);
-    if (!loaded || !code) throw sessionGone(SESSION_STATE.ended);
-    const { row: entitlement, facts } = loaded;
-    const trial = found.isTrial;
-    refuseUnlessRunning(sessionStatus(facts, standingOf(found), now));
-    const lease = leaseFor(facts, codeFacts(code), requestedMs, now, facts.firstActivationAt ?? null);
-    await store.extendLease(manager, sessionId, lease);
-    const features = await store.entitlementFeatures(manager, entitlement.id);
-    const claims = licenseClaimsFor({
-      entitlement,
-      facts,
-      sessionId,
-      fingerprint: found.fingerprint,
-      lease,
-      features,
-      trial,
-      now,
-    });
-    return { claims, lease };
-  });
+  const renewed = await inTransaction(deps.dataSource, (manager) =>
+    renewInTransaction(deps.store, manager, { sessionId, entitlementId, requestedMs, now }),
+  );
   await deps.caches.sessionsChanged(sessionId);
   const [licenseToken, tokenPublicKeyBase64] = await Promise.all([
     deps.tokens.sign(renewed.claims),
@@ -134,6 +117,48 @@ export async function renewSession(
     leaseExpiresAt: timestampFromDate(renewed.lease.leaseExpiresAt),
     tokenPublicKeyBase64,
   });
+}
+
+/**
+ * A live session's new lease and the claims of its new token: one batch reads the session (locked), its
+ * entitlement (as the token names it), products, code and features; a second extends the lease.
+ */
+async function renewInTransaction(
+  store: SessionStore,
+  manager: EntityManager,
+  request: { sessionId: string; entitlementId: string; requestedMs: number | null; now: Date },
+): Promise<{ claims: LicenseClaims; lease: Lease }> {
+  const { sessionId, entitlementId, now } = request;
+  const [sessionRows, entitlementRows, productRows, codeRows, featureRows] = await runBatch(manager, [
+    store.sessionStatement(sessionId, true),
+    store.entitlementStatement(entitlementId, false),
+    store.licensedProductsStatement(entitlementId),
+    activationCodeOfSessionStatement(manager, sessionId),
+    store.entitlementFeaturesStatement(entitlementId),
+  ]);
+  const found = store.sessionOf(sessionRows);
+  if (!found || found.state !== SESSION_STATE.live) throw sessionGone(found?.state ?? SESSION_STATE.ended);
+  const entitlement = store.entitlementOf(entitlementRows);
+  const code = activationCodeOf(manager, codeRows);
+  if (!entitlement || !code || found.entitlementId !== entitlementId) throw sessionGone(SESSION_STATE.ended);
+  const facts = entitlementFacts(entitlement, store.productsOf(productRows), null);
+  if (endsAfterFirstActivation(facts.policy)) {
+    facts.firstActivationAt = await store.firstActivation(manager, entitlementId);
+  }
+  refuseUnlessRunning(sessionStatus(facts, standingOf(found), now));
+  const lease = leaseFor(facts, codeFacts(code), request.requestedMs, now, facts.firstActivationAt ?? null);
+  await runBatch(manager, [store.extendLeaseStatement(sessionId, lease)]);
+  const claims = licenseClaimsFor({
+    entitlement,
+    facts,
+    sessionId,
+    fingerprint: found.fingerprint,
+    lease,
+    features: store.featuresOf(featureRows),
+    trial: found.isTrial,
+    now,
+  });
+  return { claims, lease };
 }
 
 function refuseUnlessRunning(status: SessionStatus): void {

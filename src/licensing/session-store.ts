@@ -55,8 +55,8 @@ export class SessionStore {
     return row ?? null;
   }
 
-  lockEntitlementStatement(entitlementId: string): Statement {
-    return this.entitlements.selectStatement(`id = ?${this.forUpdate}`, [entitlementId]);
+  entitlementStatement(entitlementId: string, lock: boolean): Statement {
+    return this.entitlements.selectStatement(`id = ?${lock ? this.forUpdate : ""}`, [entitlementId]);
   }
 
   entitlementOf(result: unknown): EntitlementRow | null {
@@ -238,8 +238,16 @@ export class SessionStore {
   }
 
   async findSession(manager: EntityManager, sessionId: string, lock = false): Promise<LicenseSessionRow | null> {
-    const [row] = await this.sessions.select(manager, `id = ?${lock ? this.forUpdate : ""}`, [sessionId]);
-    return row ?? null;
+    const { sql, parameters } = this.sessionStatement(sessionId, lock);
+    return this.sessionOf(await manager.query(sql, parameters));
+  }
+
+  sessionStatement(sessionId: string, lock: boolean): Statement {
+    return this.sessions.selectStatement(`id = ?${lock ? this.forUpdate : ""}`, [sessionId]);
+  }
+
+  sessionOf(result: unknown): LicenseSessionRow | null {
+    return this.sessions.hydrateAll(result)[0] ?? null;
   }
 
   async endSession(manager: EntityManager, sessionId: string, state: number, now: Date): Promise<void> {
@@ -250,12 +258,11 @@ export class SessionStore {
     ]);
   }
 
-  async extendLease(manager: EntityManager, sessionId: string, lease: { leaseExpiresAt: Date; graceEndsAt: Date }) {
-    await manager.query("UPDATE license_sessions SET lease_expires_at = ?, grace_ends_at = ? WHERE id = ?", [
-      this.date(lease.leaseExpiresAt),
-      this.date(lease.graceEndsAt),
-      sessionId,
-    ]);
+  extendLeaseStatement(sessionId: string, lease: { leaseExpiresAt: Date; graceEndsAt: Date }): Statement {
+    return {
+      sql: "UPDATE license_sessions SET lease_expires_at = ?, grace_ends_at = ? WHERE id = ?",
+      parameters: [this.date(lease.leaseExpiresAt), this.date(lease.graceEndsAt), sessionId],
+    };
   }
 
   /** The last check-in of each session, in one statement; a session's time only moves forward. */
