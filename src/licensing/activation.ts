@@ -1,13 +1,12 @@
 import { create } from "@bufbuild/protobuf";
 import { type Duration, durationMs, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext } from "@connectrpc/connect";
-import type { DataSource, EntityManager } from "typeorm";
+import type { DataSource } from "typeorm";
 import { type License, LicenseSchema } from "../../gen/provision/v1/activation_pb.js";
 import type { ActivationPolicy } from "../../gen/provision/v1/entitlement_pb.js";
 import type { Clock } from "../platform/clock.js";
-import { inTransaction } from "../platform/database.js";
 import { DomainError, invalidField } from "../platform/errors.js";
-import { runBatch } from "../platform/statement-batch.js";
+import { type BatchedTransaction, inBatchedTransaction, type Statement } from "../platform/statement-batch.js";
 import { Violations } from "../platform/validation.js";
 import { clientAddressKey } from "../server/client-address.js";
 import type { Outbox } from "../webhooks/outbox.js";
@@ -123,9 +122,9 @@ export async function activate(
   const input = { key, now, clientAddress, prepared, interactive: request.useInteractiveUser, presented };
   const run = () =>
     withPreparation(deps, prepared, clientAddress, () =>
-      inTransaction(deps.dataSource, (manager) =>
+      inBatchedTransaction(deps.dataSource, (transaction) =>
         // The user as prepared so far: a run again after signing in sees them.
-        activateInTransaction(deps, manager, { ...input, ask: { ...ask, user: prepared.user } }),
+        activateInTransaction(deps, transaction, { ...input, ask: { ...ask, user: prepared.user } }),
       ),
     );
   const activated = presented === null ? await run() : await deps.guesses.attempt(clientAddress, run);
@@ -167,19 +166,20 @@ interface TransactionInput {
 }
 
 /**
- * Three batches of statements after the code's entitlement is known (one round trip each on MySQL): the rows the
- * rules read, locked in the order every write takes them (entitlement, code, the device's live sessions); the
- * seat's reads, after those sessions are ended; and the writes, with the features the license names.
+ * Three batches of statements after the code's entitlement is known (on MySQL one round trip each, the first
+ * starting the transaction and the last committing it): the rows the rules read, locked in the order every write
+ * takes them (entitlement, code, the device's live sessions); the seat's reads, after those sessions are ended;
+ * and the writes, with the features the license names.
  */
 async function activateInTransaction(
   deps: ActivationDependencies,
-  manager: EntityManager,
+  transaction: BatchedTransaction,
   input: TransactionInput,
 ): Promise<Activated> {
   const { store } = deps;
   const { ask, now } = input;
   const hash = fingerprintHash(ask.fingerprint);
-  const { entitlement, facts, code, replaced } = await lockedRows(deps, manager, input.key, hash);
+  const { entitlement, facts, code, replaced } = await lockedRows(deps, transaction, input.key, hash);
   const codeFact = input.interactive ? asInteractive(codeFacts(code)) : codeFacts(code);
   checkSignedIn(deps, input.prepared, () => checkActivation(facts, codeFact, ask, now));
   if (input.presented === null && facts.policy?.requireActivationWorkflow) throw workflowRequired();
@@ -195,11 +195,11 @@ async function activateInTransaction(
     now,
   });
   const ending = replaced.length > 0 ? [store.endSessionsStatement(replaced, now)] : [];
-  const seatRead = await runBatch(manager, [...ending, ...seat.reads]);
+  const seatRead = await transaction.run([...ending, ...seat.reads]);
   const seatRows = seat.decide(seatRead.slice(ending.length));
   const trial = isTrialActivation(facts, codeFact);
   const lease = leaseFor(facts, codeFact, ask.requestedLeaseMs, now, firstActivationOf(facts, codeFact));
-  const trialStarted = await recordTrialStart(store, manager, facts.policy, entitlement.id, lease.trialEndsAt, now);
+  const trialStart = trialStartStatement(store, facts.policy, entitlement.id, lease.trialEndsAt, now);
   const session: LicenseSessionRow = {
     id: deps.newId(),
     providerId: entitlement.providerId,
@@ -221,51 +221,52 @@ async function activateInTransaction(
   const event = entitlement.isTemplate
     ? []
     : [deps.events.appendStatement([activatedEvent(entitlement, session, replaced)])];
-  const written = await runBatch(manager, [
+  const written = await transaction.commitWith([
     ...seatRows,
+    ...trialStart,
     store.recordCodeUseStatement(code.id, ask.acceptLicenseTerms, now),
     store.insertSessionStatement(session),
     ...event,
     store.entitlementFeaturesStatement(entitlement.id),
   ]);
   const features = store.featuresOf(written[written.length - 1]);
-  return { session, entitlement, facts, features, trial, replaced, trialStarted };
+  return { session, entitlement, facts, features, trial, replaced, trialStarted: trialStart.length > 0 };
 }
 
 /** The code's entitlement and the code, locked, with what the rules read, and the device's live sessions there. */
-async function lockedRows(deps: ActivationDependencies, manager: EntityManager, key: string, hash: string) {
-  const { store } = deps;
-  const entitlementId = await store.entitlementOfCode(manager, key);
+async function lockedRows(deps: ActivationDependencies, transaction: BatchedTransaction, key: string, hash: string) {
+  const { store, dataSource } = deps;
+  const entitlementId = await store.entitlementOfCode(dataSource.manager, key);
   if (!entitlementId) throw codeNotFound();
-  const [entitlementRows, productRows, codeRows, sessionRows] = await runBatch(manager, [
+  const [entitlementRows, productRows, codeRows, sessionRows] = await transaction.run([
     store.entitlementStatement(entitlementId, true),
     store.licensedProductsStatement(entitlementId),
-    activationCodeByKeyStatement(manager, key, true),
+    activationCodeByKeyStatement(dataSource.manager, key, true),
     store.liveSessionsOfDeviceStatement(entitlementId, hash),
   ]);
   const entitlement = store.entitlementOf(entitlementRows);
-  const code = activationCodeOf(manager, codeRows);
+  const code = activationCodeOf(dataSource.manager, codeRows);
   if (!entitlement || !code || code.entitlementId !== entitlementId) throw codeNotFound();
   const facts = entitlementFacts(entitlement, store.productsOf(productRows), null);
-  if (endsAfterFirstActivation(facts.policy))
-    facts.firstActivationAt = await store.firstActivation(manager, entitlementId);
+  if (endsAfterFirstActivation(facts.policy)) {
+    const [first] = await transaction.run([store.firstActivationStatement(entitlementId)]);
+    facts.firstActivationAt = store.firstActivationOf(first);
+  }
   return { entitlement, facts, code, replaced: store.idsOf(sessionRows) };
 }
 
 /** A trial counted from the first activation starts now: its end is recorded on the policy (trialEndsAt). */
-async function recordTrialStart(
+function trialStartStatement(
   store: SessionStore,
-  manager: EntityManager,
   policy: ActivationPolicy | undefined,
   entitlementId: string,
   trialEndsAt: Date | null,
   now: Date,
-): Promise<boolean> {
+): Statement[] {
   const trialPolicy = policy?.trialActivationPolicy;
-  if (!policy || !trialPolicy || trialPolicy.trialEndsAt || !trialEndsAt) return false;
+  if (!policy || !trialPolicy || trialPolicy.trialEndsAt || !trialEndsAt) return [];
   trialPolicy.trialEndsAt = timestampFromDate(trialEndsAt);
-  await store.storeActivationPolicy(manager, entitlementId, policyText(policy) as string, now);
-  return true;
+  return [store.storeActivationPolicyStatement(entitlementId, policyText(policy) as string, now)];
 }
 
 async function licenseOf(deps: ActivationDependencies, activated: Activated, now: Date): Promise<License> {

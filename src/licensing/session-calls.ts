@@ -1,7 +1,6 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext } from "@connectrpc/connect";
-import type { EntityManager } from "typeorm";
 import {
   type CheckInSessionRequest,
   type CheckInSessionResponse,
@@ -18,7 +17,7 @@ import { bearerChallenge } from "../auth/access-tokens.js";
 import { type LicenseSessionCaller, licenseSessionKey } from "../auth/auth-interceptor.js";
 import { inTransaction, readSerially } from "../platform/database.js";
 import { DomainError } from "../platform/errors.js";
-import { runBatch } from "../platform/statement-batch.js";
+import { type BatchedTransaction, inBatchedTransaction } from "../platform/statement-batch.js";
 import { type ActivationDependencies, requestedLeaseMs } from "./activation.js";
 import { activationCodeOf, activationCodeOfSessionStatement } from "./activation-code-store.js";
 import { type EntitlementFacts, type Lease, leaseFor, sessionStatus } from "./activation-rules.js";
@@ -29,7 +28,6 @@ import type { LicenseClaims } from "./license-claims.js";
 import { endsAfterFirstActivation } from "./license-ends.js";
 import { codeFacts, entitlementFacts, licenseClaimsFor } from "./license-facts.js";
 import type { LicensingCaches } from "./licensing-caches.js";
-import type { SessionStore } from "./session-store.js";
 import { effectiveSubscription } from "./subscription-periods.js";
 
 export interface SessionCallDependencies extends ActivationDependencies {
@@ -103,8 +101,8 @@ export async function renewSession(
   const { sessionId, entitlementId } = sessionOfCall(request, context);
   const now = deps.clock.now();
   const requestedMs = requestedLeaseMs(request.requestedLeaseDuration);
-  const renewed = await inTransaction(deps.dataSource, (manager) =>
-    renewInTransaction(deps.store, manager, { sessionId, entitlementId, requestedMs, now }),
+  const renewed = await inBatchedTransaction(deps.dataSource, (transaction) =>
+    renewInTransaction(deps, transaction, { sessionId, entitlementId, requestedMs, now }),
   );
   await deps.caches.sessionsChanged(sessionId);
   const [licenseToken, tokenPublicKeyBase64] = await Promise.all([
@@ -121,33 +119,36 @@ export async function renewSession(
 
 /**
  * A live session's new lease and the claims of its new token: one batch reads the session (locked), its
- * entitlement (as the token names it), products, code and features; a second extends the lease.
+ * entitlement (as the token names it), products, code and features; a second extends the lease and commits
+ * (on MySQL the first starts the transaction: two round trips).
  */
 async function renewInTransaction(
-  store: SessionStore,
-  manager: EntityManager,
+  deps: SessionCallDependencies,
+  transaction: BatchedTransaction,
   request: { sessionId: string; entitlementId: string; requestedMs: number | null; now: Date },
 ): Promise<{ claims: LicenseClaims; lease: Lease }> {
+  const { store, dataSource } = deps;
   const { sessionId, entitlementId, now } = request;
-  const [sessionRows, entitlementRows, productRows, codeRows, featureRows] = await runBatch(manager, [
+  const [sessionRows, entitlementRows, productRows, codeRows, featureRows] = await transaction.run([
     store.sessionStatement(sessionId, true),
     store.entitlementStatement(entitlementId, false),
     store.licensedProductsStatement(entitlementId),
-    activationCodeOfSessionStatement(manager, sessionId),
+    activationCodeOfSessionStatement(dataSource.manager, sessionId),
     store.entitlementFeaturesStatement(entitlementId),
   ]);
   const found = store.sessionOf(sessionRows);
   if (!found || found.state !== SESSION_STATE.live) throw sessionGone(found?.state ?? SESSION_STATE.ended);
   const entitlement = store.entitlementOf(entitlementRows);
-  const code = activationCodeOf(manager, codeRows);
+  const code = activationCodeOf(dataSource.manager, codeRows);
   if (!entitlement || !code || found.entitlementId !== entitlementId) throw sessionGone(SESSION_STATE.ended);
   const facts = entitlementFacts(entitlement, store.productsOf(productRows), null);
   if (endsAfterFirstActivation(facts.policy)) {
-    facts.firstActivationAt = await store.firstActivation(manager, entitlementId);
+    const [first] = await transaction.run([store.firstActivationStatement(entitlementId)]);
+    facts.firstActivationAt = store.firstActivationOf(first);
   }
   refuseUnlessRunning(sessionStatus(facts, standingOf(found), now));
   const lease = leaseFor(facts, codeFacts(code), request.requestedMs, now, facts.firstActivationAt ?? null);
-  await runBatch(manager, [store.extendLeaseStatement(sessionId, lease)]);
+  await transaction.commitWith([store.extendLeaseStatement(sessionId, lease)]);
   const claims = licenseClaimsFor({
     entitlement,
     facts,

@@ -89,10 +89,19 @@ export class SessionStore {
 
   /** The first activation with any of the entitlement's codes; null before it. */
   async firstActivation(manager: EntityManager, entitlementId: string): Promise<Date | null> {
-    const [row] = (await manager.query(
-      "SELECT MIN(activation_time_stamp) AS first FROM activation_codes WHERE entitlement_id = ?",
-      [entitlementId],
-    )) as { first: unknown }[];
+    const { sql, parameters } = this.firstActivationStatement(entitlementId);
+    return this.firstActivationOf(await manager.query(sql, parameters));
+  }
+
+  firstActivationStatement(entitlementId: string): Statement {
+    return {
+      sql: "SELECT MIN(activation_time_stamp) AS first FROM activation_codes WHERE entitlement_id = ?",
+      parameters: [entitlementId],
+    };
+  }
+
+  firstActivationOf(result: unknown): Date | null {
+    const [row] = result as { first: unknown }[];
     if (!row?.first) return null;
     return this.dataSource.driver.prepareHydratedValue(row.first, this.dateColumn) as Date;
   }
@@ -143,11 +152,11 @@ export class SessionStore {
     return this.features.hydrateAll(result);
   }
 
-  async storeActivationPolicy(manager: EntityManager, entitlementId: string, policy: string, now: Date) {
-    await manager.query(
-      "UPDATE entitlements SET activation_policy = ?, revision = revision + 1, updated_at = ? WHERE id = ?",
-      [policy, this.date(now), entitlementId],
-    );
+  storeActivationPolicyStatement(entitlementId: string, policy: string, now: Date): Statement {
+    return {
+      sql: "UPDATE entitlements SET activation_policy = ?, revision = revision + 1, updated_at = ? WHERE id = ?",
+      parameters: [policy, this.date(now), entitlementId],
+    };
   }
 
   /** Floating sessions holding a seat at `now`: live, with lease and grace not yet over. */

@@ -215,6 +215,19 @@ export async function inTransaction<T>(
     : dialectOf(dataSource) === "mysql"
       ? () => dataSource.transaction("READ COMMITTED", work)
       : () => writeSerially(dataSource, () => dataSource.transaction(work));
+  return retryingLockConflicts(run);
+}
+
+/** Whether the data source's pooled connections run every transaction at READ COMMITTED already. */
+export function readCommittedAlready(dataSource: DataSource): boolean {
+  return readCommittedSessions.has(dataSource);
+}
+
+/**
+ * Runs a transaction again when it was chosen as a deadlock victim (or timed out waiting for a lock), five times
+ * in all, and then answers 503.
+ */
+export async function retryingLockConflicts<T>(run: () => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
       return await run();

@@ -1,4 +1,5 @@
-import type { EntityManager } from "typeorm";
+import type { DataSource, EntityManager } from "typeorm";
+import { dialectOf, inTransaction, readCommittedAlready, retryingLockConflicts } from "./database.js";
 
 /** One SQL statement and its parameters, to run in a batch. */
 export interface Statement {
@@ -23,4 +24,62 @@ export async function runBatch(manager: EntityManager, statements: Statement[]):
     statements.map((statement) => statement.sql).join(";\n"),
     statements.flatMap((statement) => statement.parameters),
   )) as unknown[];
+}
+
+/** A transaction whose statements are sent in batches. */
+export interface BatchedTransaction {
+  /** Runs a batch in the transaction (on MySQL the first one also starts it, in the same round trip). */
+  run(statements: Statement[]): Promise<unknown[]>;
+  /** Runs the transaction's last batch and commits it (on MySQL in the same round trip). */
+  commitWith(statements: Statement[]): Promise<unknown[]>;
+}
+
+const START: Statement = { sql: "START TRANSACTION", parameters: [] };
+const START_READ_COMMITTED: Statement = { sql: "SET TRANSACTION ISOLATION LEVEL READ COMMITTED", parameters: [] };
+const COMMIT: Statement = { sql: "COMMIT", parameters: [] };
+
+/**
+ * One transaction, as `inTransaction` runs it (all or nothing, READ COMMITTED on MySQL, run again after a deadlock),
+ * whose statements travel in batches: on MySQL the START TRANSACTION rides with the first batch and the COMMIT
+ * with the last, so a transaction of three batches is three round trips. SQLite runs it as `inTransaction` does.
+ */
+export function inBatchedTransaction<T>(
+  dataSource: DataSource,
+  work: (transaction: BatchedTransaction) => Promise<T>,
+): Promise<T> {
+  if (dialectOf(dataSource) !== "mysql") {
+    return inTransaction(dataSource, (manager) => {
+      const run = (statements: Statement[]) => runBatch(manager, statements);
+      return work({ run, commitWith: run });
+    });
+  }
+  return retryingLockConflicts(() => onOneConnection(dataSource, work));
+}
+
+async function onOneConnection<T>(dataSource: DataSource, work: (transaction: BatchedTransaction) => Promise<T>) {
+  const runner = dataSource.createQueryRunner();
+  const start = readCommittedAlready(dataSource) ? [START] : [START_READ_COMMITTED, START];
+  const transaction: { state: "idle" | "open" | "committed" } = { state: "idle" };
+  const run = async (statements: Statement[], commit: boolean) => {
+    if (transaction.state === "committed") throw new Error("the transaction has committed");
+    const opening = transaction.state === "idle" ? start : [];
+    transaction.state = "open";
+    const results = await runBatch(runner.manager, [...opening, ...statements, ...(commit ? [COMMIT] : [])]);
+    if (commit) transaction.state = "committed";
+    return results.slice(opening.length, opening.length + statements.length);
+  };
+  try {
+    const result = await work({
+      run: (statements) => run(statements, false),
+      commitWith: (statements) => run(statements, true),
+    });
+    if (transaction.state === "open") await runner.query("COMMIT");
+    transaction.state = "committed";
+    return result;
+  } catch (error) {
+    if (transaction.state === "open") await runner.query("ROLLBACK").catch(() => undefined);
+    throw error;
+  } finally {
+    await runner.release();
+  }
 }

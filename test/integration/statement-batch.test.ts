@@ -1,6 +1,6 @@
 import anyTest, { type TestFn } from "ava";
 import { inTransaction } from "../../src/platform/database.js";
-import { runBatch } from "../../src/platform/statement-batch.js";
+import { inBatchedTransaction, runBatch } from "../../src/platform/statement-batch.js";
 import { type BothDatabases, startOnBothDatabases } from "../support/test-server.js";
 
 // runBatch sends a transaction's statements together on MySQL (one multi-statement query) and one by one on
@@ -12,6 +12,7 @@ test.before(async (t) => {
   t.context = await startOnBothDatabases();
   for (const server of Object.values(t.context.servers)) {
     await server.app.dataSource.query("CREATE TABLE batch_probe (id VARCHAR(36) PRIMARY KEY, note VARCHAR(200))");
+    await server.app.dataSource.query("CREATE TABLE batch_counter (id VARCHAR(36) PRIMARY KEY, n INT NOT NULL)");
   }
 });
 
@@ -72,5 +73,76 @@ for (const name of ["MySQL", "SQLite"] as const) {
     const [rows] = await runBatch(dataSource.manager, [select("order-1")]);
     t.is((rows as unknown[]).length, 1);
     t.deepEqual(await runBatch(dataSource.manager, []), []);
+  });
+}
+
+const counter = (id: string) => ({ sql: "SELECT n FROM batch_counter WHERE id = ?", parameters: [id] });
+const notes = async (dataSource: { query(sql: string, parameters: unknown[]): Promise<unknown> }, prefix: string) =>
+  (
+    (await dataSource.query("SELECT id FROM batch_probe WHERE id LIKE ? ORDER BY id", [`${prefix}%`])) as {
+      id: string;
+    }[]
+  ).map((row) => row.id);
+
+for (const name of ["MySQL", "SQLite"] as const) {
+  test.serial(`${name}: a batched transaction commits its batches together, with its last`, async (t) => {
+    const { dataSource } = t.context.servers[name].app;
+    const answered = await inBatchedTransaction(dataSource, async (transaction) => {
+      const [, seen] = await transaction.run([insert("tx-1", "first"), select("tx-")]);
+      t.is((seen as unknown[]).length, 1, "a batch sees the transaction's own writes");
+      const [, after] = await transaction.commitWith([insert("tx-2", "last"), select("tx-")]);
+      return (after as unknown[]).length;
+    });
+    t.is(answered, 2);
+    t.deepEqual(await notes(dataSource, "tx-"), ["tx-1", "tx-2"]);
+  });
+
+  test.serial(`${name}: a batched transaction without commitWith commits when its work ends`, async (t) => {
+    const { dataSource } = t.context.servers[name].app;
+    await inBatchedTransaction(dataSource, (transaction) => transaction.run([insert("open-1", "kept")]));
+    t.deepEqual(await notes(dataSource, "open-"), ["open-1"]);
+  });
+
+  test.serial(
+    `${name}: a batched transaction stores nothing when its work throws or its last batch fails`,
+    async (t) => {
+      const { dataSource } = t.context.servers[name].app;
+      // More failures than the pool has connections: each one gives its connection back.
+      for (let round = 0; round < 12; round++) {
+        await t.throwsAsync(
+          inBatchedTransaction(dataSource, async (transaction) => {
+            await transaction.run([insert(`undone-${round}`, "rolled back")]);
+            throw new Error("the rules refused");
+          }),
+          { message: "the rules refused" },
+        );
+      }
+      await t.throwsAsync(
+        inBatchedTransaction(dataSource, async (transaction) => {
+          await transaction.run([insert("undone-a", "rolled back")]);
+          await transaction.commitWith([insert("undone-b", "rolled back"), insert("undone-a", "duplicate")]);
+        }),
+      );
+      t.deepEqual(await notes(dataSource, "undone-"), []);
+      await inBatchedTransaction(dataSource, (transaction) => transaction.commitWith([insert("after-1", "works")]));
+      t.deepEqual(await notes(dataSource, "after-"), ["after-1"]);
+    },
+  );
+
+  test.serial(`${name}: a lock taken in the first batch is held until the commit`, async (t) => {
+    const { dataSource } = t.context.servers[name].app;
+    const id = `counter-${name}`;
+    await dataSource.query("INSERT INTO batch_counter (id, n) VALUES (?, 0)", [id]);
+    const lock = name === "MySQL" ? " FOR UPDATE" : "";
+    const increment = () =>
+      inBatchedTransaction(dataSource, async (transaction) => {
+        const [rows] = await transaction.run([{ ...counter(id), sql: `${counter(id).sql}${lock}` }]);
+        const n = Number((rows as { n: unknown }[])[0].n);
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        await transaction.commitWith([{ sql: "UPDATE batch_counter SET n = ? WHERE id = ?", parameters: [n + 1, id] }]);
+      });
+    await Promise.all(Array.from({ length: 8 }, increment));
+    const [row] = (await dataSource.query(counter(id).sql, counter(id).parameters)) as { n: unknown }[];
+    t.is(Number(row.n), 8, "no increment was lost: each read waited for the commit before it");
   });
 }
