@@ -2,7 +2,7 @@ import type { DataSource, EntityManager } from "typeorm";
 import type { ColumnMetadata } from "typeorm/metadata/ColumnMetadata.js";
 import { SqlTable } from "../catalog/sql-table.js";
 import { dialectOf, forUpdate, writeSerially } from "../platform/database.js";
-import type { Statement } from "../platform/statement-batch.js";
+import { runBatch, type Statement } from "../platform/statement-batch.js";
 import {
   EntitlementEntity,
   EntitlementFeatureEntity,
@@ -68,11 +68,6 @@ export class SessionStore {
     return row ?? null;
   }
 
-  async licensedProducts(manager: EntityManager, entitlementId: string): Promise<LicensedProduct[]> {
-    const { sql, parameters } = this.licensedProductsStatement(entitlementId);
-    return this.productsOf(await manager.query(sql, parameters));
-  }
-
   licensedProductsStatement(entitlementId: string): Statement {
     return {
       sql:
@@ -110,12 +105,14 @@ export class SessionStore {
    * What the policy rules read of an entitlement: its row, products and, when its policy has an end counted from
    * it, first activation; null when absent.
    */
-  async entitlementFacts(manager: EntityManager, entitlementId: string, lock = false) {
-    const row = lock
-      ? await this.lockEntitlement(manager, entitlementId)
-      : await this.findEntitlement(manager, entitlementId);
+  async entitlementFacts(manager: EntityManager, entitlementId: string) {
+    const [rows, products] = await runBatch(manager, [
+      this.entitlementStatement(entitlementId, false),
+      this.licensedProductsStatement(entitlementId),
+    ]);
+    const row = this.entitlementOf(rows);
     if (!row) return null;
-    const facts = entitlementFacts(row, await this.licensedProducts(manager, entitlementId), null);
+    const facts = entitlementFacts(row, this.productsOf(products), null);
     if (endsAfterFirstActivation(facts.policy)) {
       facts.firstActivationAt = await this.firstActivation(manager, entitlementId);
     }
@@ -159,7 +156,6 @@ export class SessionStore {
     };
   }
 
-  /** Floating sessions holding a seat at `now`: live, with lease and grace not yet over. */
   /** Floating sessions holding a seat at `now`: live, with lease and grace not yet over (read by `countOf`). */
   liveFloatingSessionsStatement(entitlementId: string, now: Date): Statement {
     return {
