@@ -10,16 +10,55 @@ export interface Statement {
 /**
  * Runs statements in order in the manager's transaction and answers each one's result (rows of a SELECT, the
  * driver's write result otherwise). On MySQL they travel together, as one multi-statement query: one round trip
- * instead of one each. Its values are still escaped by the driver, statement by statement. SQLite runs them one
+ * instead of one each (a batch of more than about 1 MiB of text, in several). Its values are still escaped by the driver, statement by statement. SQLite runs them one
  * after another. A statement that fails fails the batch, and those after it do not run.
  */
 export async function runBatch(manager: EntityManager, statements: Statement[]): Promise<unknown[]> {
-  if (statements.length === 0) return [];
-  if (statements.length === 1 || manager.connection.options.type !== "mysql") {
+  if (manager.connection.options.type !== "mysql") {
     const results: unknown[] = [];
     for (const statement of statements) results.push(await manager.query(statement.sql, statement.parameters));
     return results;
   }
+  const results: unknown[] = [];
+  for (const packet of packets(statements)) results.push(...(await sendTogether(manager, packet)));
+  return results;
+}
+
+/**
+ * A query's text is sent as one packet, and servers refuse one over `max_allowed_packet` (4 MiB by default on
+ * MySQL 5.7): a batch larger than this goes in several round trips.
+ */
+const PACKET_BYTES = 1024 * 1024;
+
+function packets(statements: Statement[]): Statement[][] {
+  const all: Statement[][] = [];
+  let current: Statement[] = [];
+  let bytes = 0;
+  for (const statement of statements) {
+    const size = sizeOf(statement);
+    if (current.length > 0 && bytes + size > PACKET_BYTES) {
+      all.push(current);
+      current = [];
+      bytes = 0;
+    }
+    current.push(statement);
+    bytes += size;
+  }
+  if (current.length > 0) all.push(current);
+  return all;
+}
+
+/** About the bytes a statement takes in the query text: up to 3 a character in UTF-8, and a few for quotes. */
+function sizeOf(statement: Statement): number {
+  let size = statement.sql.length;
+  for (const value of statement.parameters) {
+    size += typeof value === "string" || Buffer.isBuffer(value) ? 3 * value.length + 2 : 24;
+  }
+  return size;
+}
+
+async function sendTogether(manager: EntityManager, statements: Statement[]): Promise<unknown[]> {
+  if (statements.length === 1) return [await manager.query(statements[0].sql, statements[0].parameters)];
   return (await manager.query(
     statements.map((statement) => statement.sql).join(";\n"),
     statements.flatMap((statement) => statement.parameters),
@@ -32,6 +71,8 @@ export interface BatchedTransaction {
   run(statements: Statement[]): Promise<unknown[]>;
   /** Runs the transaction's last batch and commits it (on MySQL in the same round trip). */
   commitWith(statements: Statement[]): Promise<unknown[]>;
+  /** The transaction's manager, for statements sent one by one; on MySQL the transaction is started first. */
+  open(): Promise<EntityManager>;
 }
 
 const START: Statement = { sql: "START TRANSACTION", parameters: [] };
@@ -50,7 +91,7 @@ export function inBatchedTransaction<T>(
   if (dialectOf(dataSource) !== "mysql") {
     return inTransaction(dataSource, (manager) => {
       const run = (statements: Statement[]) => runBatch(manager, statements);
-      return work({ run, commitWith: run });
+      return work({ run, commitWith: run, open: async () => manager });
     });
   }
   return retryingLockConflicts(() => onOneConnection(dataSource, work));
@@ -72,6 +113,10 @@ async function onOneConnection<T>(dataSource: DataSource, work: (transaction: Ba
     const result = await work({
       run: (statements) => run(statements, false),
       commitWith: (statements) => run(statements, true),
+      open: async () => {
+        if (transaction.state !== "open") await run([], false);
+        return runner.manager;
+      },
     });
     if (transaction.state === "open") await runner.query("COMMIT");
     transaction.state = "committed";

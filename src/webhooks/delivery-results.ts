@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { DataSource, EntityManager } from "typeorm";
 import { SubscriptionState } from "../../gen/provision/v1/webhook_pb.js";
 import type { Clock } from "../platform/clock.js";
-import { inTransaction } from "../platform/database.js";
+import { type BatchedTransaction, inBatchedTransaction } from "../platform/statement-batch.js";
 import type { AttemptResult, Outcome, Settlement } from "./delivery-outcome.js";
 import type { DeliveryStore } from "./delivery-store.js";
 import type { WebhookAttemptRow, WebhookDeliveryRow, WebhookSubscriptionRow } from "./entities.js";
@@ -79,7 +79,7 @@ export class ResultWriter {
     const results = batch.map((queued) => queued.result);
     for (let attempt = 1; ; attempt++) {
       try {
-        await inTransaction(this.deps.dataSource, (manager) => this.write(manager, results));
+        await inBatchedTransaction(this.deps.dataSource, (transaction) => this.write(transaction, results));
         for (const queued of batch) queued.done();
         return;
       } catch (error) {
@@ -92,11 +92,14 @@ export class ResultWriter {
     }
   }
 
-  private async write(manager: EntityManager, results: DeliveryResult[]): Promise<void> {
+  /**
+   * The attempts and the settlements shared by many results travel in one batch, with the commit unless a result
+   * changes its subscription (those are written one by one after it).
+   */
+  private async write(transaction: BatchedTransaction, results: DeliveryResult[]): Promise<void> {
     const { deliveries } = this.deps;
     const now = this.deps.clock.now();
     const attempts = results.flatMap((result) => (result.attempt ? [attemptRow(result.delivery, result.attempt)] : []));
-    await deliveries.addAttempts(manager, attempts);
     const individual = results.filter((result) => changesSubscription(result));
     const grouped = new Map<string, DeliveryResult[]>();
     for (const result of results) {
@@ -104,15 +107,21 @@ export class ResultWriter {
       const key = `${result.delivery.claimId}|${settlementKey(result.outcome.settlement)}`;
       grouped.set(key, [...(grouped.get(key) ?? []), result]);
     }
-    for (const group of grouped.values()) {
+    const settlements = [...grouped.values()].map((group) => {
       const settlement = group[0].outcome.settlement;
       const completedAt = settlement.completedAt ? now : null;
-      await deliveries.settleMany(
-        manager,
+      return deliveries.settleManyStatement(
         group.map((result) => result.delivery),
         { ...settlement, completedAt },
       );
+    });
+    const statements = [...deliveries.addAttemptsStatements(attempts), ...settlements];
+    if (individual.length === 0) {
+      await transaction.commitWith(statements);
+      return;
     }
+    await transaction.run(statements);
+    const manager = await transaction.open();
     for (const result of individual) await this.settleWithSubscription(manager, result, now);
   }
 

@@ -1,6 +1,7 @@
 import type { DataSource, EntityManager } from "typeorm";
 import { SqlTable } from "../catalog/sql-table.js";
 import { changedRows, dialectOf, forUpdateSkipLocked } from "../platform/database.js";
+import { type BatchedTransaction, runBatch, type Statement } from "../platform/statement-batch.js";
 import {
   WebhookAttemptEntity,
   type WebhookAttemptRow,
@@ -40,22 +41,37 @@ export class DeliveryStore {
   }
 
   /** Events not yet matched to subscriptions, oldest first; locked (and skipped by other instances). */
-  unfannedEvents(manager: EntityManager, limit: number): Promise<WebhookEventRow[]> {
-    return this.events.select(manager, `fanned_out_at IS NULL ORDER BY created_at, id LIMIT ?${this.skipLocked}`, [
+  unfannedEventsStatement(limit: number): Statement {
+    return this.events.selectStatement(`fanned_out_at IS NULL ORDER BY created_at, id LIMIT ?${this.skipLocked}`, [
       limit,
     ]);
   }
 
+  eventsFrom(result: unknown): WebhookEventRow[] {
+    return this.events.hydrateAll(result);
+  }
+
   async markFannedOut(manager: EntityManager, eventIds: string[], now: Date): Promise<void> {
-    if (eventIds.length === 0) return;
-    await manager.query(`UPDATE webhook_events SET fanned_out_at = ? WHERE id IN (${marks(eventIds)})`, [
-      this.date(now),
-      ...eventIds,
-    ]);
+    await runBatch(manager, this.markFannedOutStatements(eventIds, now));
+  }
+
+  markFannedOutStatements(eventIds: string[], now: Date): Statement[] {
+    if (eventIds.length === 0) return [];
+    return [
+      {
+        sql: `UPDATE webhook_events SET fanned_out_at = ? WHERE id IN (${marks(eventIds)})`,
+        parameters: [this.date(now), ...eventIds],
+      },
+    ];
   }
 
   async insertDeliveries(manager: EntityManager, rows: WebhookDeliveryRow[]): Promise<void> {
     if (rows.length > 0) await this.deliveries.insert(manager, rows);
+  }
+
+  /** The multi-row INSERTs of deliveries, for a batch. */
+  insertDeliveriesStatements(rows: WebhookDeliveryRow[]): Statement[] {
+    return chunks(rows, ROWS_PER_INSERT).map((chunk) => this.deliveries.insertStatement(chunk));
   }
 
   /**
@@ -63,20 +79,24 @@ export class DeliveryStore {
    * (a worker that dies mid-delivery leaves them due again then) and count one more attempt.
    */
   async claimDue(
-    manager: EntityManager,
+    transaction: BatchedTransaction,
     claim: { claimId: string; now: Date; claimUntil: Date; limit: number },
   ): Promise<WebhookDeliveryRow[]> {
-    const due = await this.deliveries.select(
-      manager,
-      `status = ? AND next_attempt_at <= ? ORDER BY next_attempt_at LIMIT ?${this.skipLocked}`,
-      [DELIVERY_STATUS.pending, this.date(claim.now), claim.limit],
-    );
+    const [found] = await transaction.run([
+      this.deliveries.selectStatement(
+        `status = ? AND next_attempt_at <= ? ORDER BY next_attempt_at LIMIT ?${this.skipLocked}`,
+        [DELIVERY_STATUS.pending, this.date(claim.now), claim.limit],
+      ),
+    ]);
+    const due = this.deliveries.hydrateAll(found);
     if (due.length === 0) return [];
     const ids = due.map((row) => row.id);
-    await manager.query(
-      `UPDATE webhook_deliveries SET next_attempt_at = ?, claim_id = ?, attempt_count = attempt_count + 1, last_attempt_at = ? WHERE id IN (${marks(ids)})`,
-      [this.date(claim.claimUntil), claim.claimId, this.date(claim.now), ...ids],
-    );
+    await transaction.commitWith([
+      {
+        sql: `UPDATE webhook_deliveries SET next_attempt_at = ?, claim_id = ?, attempt_count = attempt_count + 1, last_attempt_at = ? WHERE id IN (${marks(ids)})`,
+        parameters: [this.date(claim.claimUntil), claim.claimId, this.date(claim.now), ...ids],
+      },
+    ]);
     return due.map((row) => ({
       ...row,
       nextAttemptAt: claim.claimUntil,
@@ -97,33 +117,36 @@ export class DeliveryStore {
   }
 
   async payloadsOf(manager: EntityManager, eventIds: string[]): Promise<Map<string, string>> {
+    const [rows] = await runBatch(manager, this.payloadsStatement(eventIds));
+    return this.payloadsFrom(rows);
+  }
+
+  /** The events' envelopes, for a batch (none for no ids); `payloadsFrom` reads the result. */
+  payloadsStatement(eventIds: string[]): Statement[] {
     const unique = [...new Set(eventIds)];
-    if (unique.length === 0) return new Map();
-    const rows = (await manager.query(
-      `SELECT id, payload FROM webhook_events WHERE id IN (${marks(unique)})`,
-      unique,
-    )) as { id: string; payload: string }[];
+    if (unique.length === 0) return [];
+    return [{ sql: `SELECT id, payload FROM webhook_events WHERE id IN (${marks(unique)})`, parameters: unique }];
+  }
+
+  payloadsFrom(result: unknown): Map<string, string> {
+    const rows = (result ?? []) as { id: string; payload: string }[];
     return new Map(rows.map((row) => [row.id, row.payload]));
   }
 
-  async addAttempts(manager: EntityManager, attempts: WebhookAttemptRow[]): Promise<void> {
-    if (attempts.length > 0) await this.attempts.insert(manager, attempts);
+  /** The INSERTs of attempts' audit rows, for a batch. */
+  addAttemptsStatements(attempts: WebhookAttemptRow[]): Statement[] {
+    return chunks(attempts, ROWS_PER_INSERT).map((chunk) => this.attempts.insertStatement(chunk));
   }
 
   /**
    * Settles deliveries claimed under one claim with the same outcome, in one statement (each one step further on
    * its schedule); those whose claim was taken over meanwhile are left alone.
    */
-  async settleMany(
-    manager: EntityManager,
-    claimed: WebhookDeliveryRow[],
-    outcome: Omit<Settlement, "scheduleStep">,
-  ): Promise<void> {
-    if (claimed.length === 0) return;
+  settleManyStatement(claimed: WebhookDeliveryRow[], outcome: Omit<Settlement, "scheduleStep">): Statement {
     const ids = claimed.map((delivery) => delivery.id);
-    await manager.query(
-      `UPDATE webhook_deliveries SET status = ?, next_attempt_at = ?, schedule_step = schedule_step + 1, last_status_code = ?, last_error = ?, completed_at = ?, claim_id = NULL WHERE claim_id = ? AND id IN (${marks(ids)})`,
-      [
+    return {
+      sql: `UPDATE webhook_deliveries SET status = ?, next_attempt_at = ?, schedule_step = schedule_step + 1, last_status_code = ?, last_error = ?, completed_at = ?, claim_id = NULL WHERE claim_id = ? AND id IN (${marks(ids)})`,
+      parameters: [
         outcome.status,
         outcome.nextAttemptAt ? this.date(outcome.nextAttemptAt) : null,
         outcome.lastStatusCode,
@@ -132,7 +155,7 @@ export class DeliveryStore {
         claimed[0].claimId,
         ...ids,
       ],
-    );
+    };
   }
 
   /** Writes a claimed delivery's outcome, only while the claim is still the one it was made under. */
@@ -243,6 +266,15 @@ export class DeliveryStore {
       [subscriptionId, DELIVERY_STATUS.pending],
     );
   }
+}
+
+/** Rows per multi-row INSERT in a batch: as many as SqlTable's insertStatement takes. */
+const ROWS_PER_INSERT = 100;
+
+function chunks<T>(rows: T[], size: number): T[][] {
+  const parts: T[][] = [];
+  for (let start = 0; start < rows.length; start += size) parts.push(rows.slice(start, start + size));
+  return parts;
 }
 
 function marks(values: unknown[]): string {

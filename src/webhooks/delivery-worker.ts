@@ -1,8 +1,9 @@
 import { randomUUID } from "node:crypto";
 import type { DataSource } from "typeorm";
 import type { Clock } from "../platform/clock.js";
-import { dialectOf, inTransaction, readSerially } from "../platform/database.js";
+import { dialectOf, readSerially } from "../platform/database.js";
 import type { Logger } from "../platform/logger.js";
+import { inBatchedTransaction, runBatch } from "../platform/statement-batch.js";
 import { CALLBACK_TOKEN_HEADER, type CallbackTokens } from "./callback-tokens.js";
 import { checkChallengeReply } from "./challenge.js";
 import { type AttemptResult, type Outcome, outcomeOf } from "./delivery-outcome.js";
@@ -147,24 +148,24 @@ export class DeliveryWorker {
     const { dataSource, deliveries, subscriptions } = this.deps;
     const now = this.deps.clock.now();
     const claimUntil = new Date(now.getTime() + this.deps.settings.timeoutMs + CLAIM_MARGIN_MS);
-    const claimed = await inTransaction(dataSource, (manager) =>
-      deliveries.claimDue(manager, { claimId: randomUUID(), now, claimUntil, limit: free }),
+    const claimed = await inBatchedTransaction(dataSource, (transaction) =>
+      deliveries.claimDue(transaction, { claimId: randomUUID(), now, claimUntil, limit: free }),
     );
     if (claimed.length === 0) return true;
     // Closed meanwhile: the claims expire and the deliveries are attempted again (by another instance, or after a
     // restart), rather than posted while the service shuts down.
     if (this.closed) return true;
-    const batch = await readSerially(dataSource, async () => ({
-      subscriptions: await subscriptions.findAnyOf(
-        dataSource.manager,
-        claimed.map((delivery) => delivery.subscriptionId),
-      ),
-      payloads: await deliveries.payloadsOf(
-        dataSource.manager,
-        claimed.map((delivery) => delivery.eventId),
-      ),
+    const [subscriptionRows, payloadRows] = await readSerially(dataSource, () =>
+      runBatch(dataSource.manager, [
+        ...subscriptions.findAnyOfStatement(claimed.map((delivery) => delivery.subscriptionId)),
+        ...deliveries.payloadsStatement(claimed.map((delivery) => delivery.eventId)),
+      ]),
+    );
+    const batch = {
+      subscriptions: subscriptions.subscriptionsFrom(subscriptionRows),
+      payloads: deliveries.payloadsFrom(payloadRows),
       keys: new Map<string, Buffer[]>(),
-    }));
+    };
     for (const delivery of claimed) {
       this.inFlight++;
       this.deliver(delivery, batch)

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { DataSource } from "typeorm";
 import { SubscriptionState } from "../../gen/provision/v1/webhook_pb.js";
-import { inTransaction } from "../platform/database.js";
+import { inBatchedTransaction } from "../platform/statement-batch.js";
 import { DELIVERY_STATUS, type DeliveryStore } from "./delivery-store.js";
 import type { WebhookDeliveryRow, WebhookEventRow, WebhookSubscriptionRow } from "./entities.js";
 import { matchesSubscription } from "./subscription-filter.js";
@@ -20,25 +20,29 @@ export interface FanOutDependencies {
 /**
  * Matches a batch of outbox events to subscriptions and creates their deliveries, in one transaction; the
  * events are locked (and passed over by other instances) until it commits. Answers how many events it took.
+ * Three batches of statements: the events, their providers' subscriptions, and the deliveries with the commit.
  */
 export function fanOut(deps: FanOutDependencies, now: Date): Promise<number> {
-  return inTransaction(deps.dataSource, async (manager) => {
-    const events = await deps.deliveries.unfannedEvents(manager, FAN_OUT_BATCH);
+  return inBatchedTransaction(deps.dataSource, async (transaction) => {
+    const [found] = await transaction.run([deps.deliveries.unfannedEventsStatement(FAN_OUT_BATCH)]);
+    const events = deps.deliveries.eventsFrom(found);
     if (events.length === 0) return 0;
     const broadcast = events.filter((event) => event.targetSubscriptionId === null);
     const providers = [...new Set(broadcast.map((event) => event.providerId))];
-    const subscriptions = await deps.subscriptions.receivingOf(manager, providers, RECEIVING_STATES);
+    const [receiving] = await transaction.run(deps.subscriptions.receivingOfStatements(providers, RECEIVING_STATES));
+    const subscriptions = deps.subscriptions.rowsFrom(receiving);
     const rows: WebhookDeliveryRow[] = [];
     for (const event of events) {
       if (event.targetSubscriptionId !== null) rows.push(deliveryOf(event, event.targetSubscriptionId, now));
       else rows.push(...matchedDeliveries(event, subscriptions, now));
     }
-    await deps.deliveries.insertDeliveries(manager, rows);
-    await deps.deliveries.markFannedOut(
-      manager,
-      events.map((event) => event.id),
-      now,
-    );
+    await transaction.commitWith([
+      ...deps.deliveries.insertDeliveriesStatements(rows),
+      ...deps.deliveries.markFannedOutStatements(
+        events.map((event) => event.id),
+        now,
+      ),
+    ]);
     return events.length;
   });
 }

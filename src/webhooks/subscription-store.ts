@@ -1,6 +1,7 @@
 import type { DataSource, EntityManager } from "typeorm";
 import { SubscriptionState } from "../../gen/provision/v1/webhook_pb.js";
 import { SqlTable } from "../catalog/sql-table.js";
+import { runBatch, type Statement } from "../platform/statement-batch.js";
 import { WebhookSubscriptionEntity, type WebhookSubscriptionRow } from "./entities.js";
 
 /** The SQL of webhook subscriptions; every read is by provider, and deleted subscriptions are not found. */
@@ -69,10 +70,19 @@ export class SubscriptionStore {
 
   /** Subscriptions by id, deleted or not (a claimed batch of deliveries reads theirs at once). */
   async findAnyOf(manager: EntityManager, ids: string[]): Promise<Map<string, WebhookSubscriptionRow>> {
+    const [rows] = await runBatch(manager, this.findAnyOfStatement(ids));
+    return this.subscriptionsFrom(rows);
+  }
+
+  /** findAnyOf's statement, for a batch (none for no ids); `subscriptionsFrom` reads the result. */
+  findAnyOfStatement(ids: string[]): Statement[] {
     const unique = [...new Set(ids)];
-    if (unique.length === 0) return new Map();
-    const rows = await this.table.select(manager, `id IN (${unique.map(() => "?").join(", ")})`, unique);
-    return new Map(rows.map((row) => [row.id, row]));
+    if (unique.length === 0) return [];
+    return [this.table.selectStatement(`id IN (${unique.map(() => "?").join(", ")})`, unique)];
+  }
+
+  subscriptionsFrom(result: unknown): Map<string, WebhookSubscriptionRow> {
+    return new Map(this.table.hydrateAll(result ?? []).map((row) => [row.id, row]));
   }
 
   page(manager: EntityManager, providerId: string, offset: number, limit: number) {
@@ -89,14 +99,23 @@ export class SubscriptionStore {
    * The live subscriptions of these providers that receive events: those in the given states, and those being
    * verified again (verified once before).
    */
-  async receivingOf(manager: EntityManager, providerIds: string[], states: number[]) {
+  /**
+   * The providers' subscriptions in `states` (and those pending a new verification that were verified before),
+   * for a batch (none for no providers); `rowsFrom` reads the result.
+   */
+  receivingOfStatements(providerIds: string[], states: number[]): Statement[] {
     if (providerIds.length === 0) return [];
     const providers = providerIds.map(() => "?").join(", ");
     const wanted = states.map(() => "?").join(", ");
-    return this.table.select(
-      manager,
-      `provider_id IN (${providers}) AND (state IN (${wanted}) OR (state = ? AND verified_at IS NOT NULL)) AND deleted_at IS NULL`,
-      [...providerIds, ...states, SubscriptionState.PENDING_VERIFICATION],
-    );
+    return [
+      this.table.selectStatement(
+        `provider_id IN (${providers}) AND (state IN (${wanted}) OR (state = ? AND verified_at IS NOT NULL)) AND deleted_at IS NULL`,
+        [...providerIds, ...states, SubscriptionState.PENDING_VERIFICATION],
+      ),
+    ];
+  }
+
+  rowsFrom(result: unknown): WebhookSubscriptionRow[] {
+    return this.table.hydrateAll(result ?? []);
   }
 }

@@ -13,6 +13,8 @@ test.before(async (t) => {
   for (const server of Object.values(t.context.servers)) {
     await server.app.dataSource.query("CREATE TABLE batch_probe (id VARCHAR(36) PRIMARY KEY, note VARCHAR(200))");
     await server.app.dataSource.query("CREATE TABLE batch_counter (id VARCHAR(36) PRIMARY KEY, n INT NOT NULL)");
+    const text = server === t.context.servers.MySQL ? "MEDIUMTEXT" : "TEXT";
+    await server.app.dataSource.query(`CREATE TABLE batch_blob (id VARCHAR(36) PRIMARY KEY, body ${text})`);
   }
 });
 
@@ -66,6 +68,28 @@ for (const name of ["MySQL", "SQLite"] as const) {
     t.is((rows as { note: string }[])[0].note, hostile);
     const [count] = (await dataSource.query("SELECT COUNT(*) AS n FROM batch_probe")) as { n: unknown }[];
     t.true(Number(count.n) >= 3, "the table is still there");
+  });
+
+  test.serial(`${name}: a batch larger than the server takes in one query goes in parts, in order`, async (t) => {
+    const { dataSource } = t.context.servers[name].app;
+    // 24 statements of 1 MiB each: more than MariaDB's default max_allowed_packet (16 MiB) in all.
+    const body = (index: number) => String.fromCharCode(97 + index).repeat(1024 * 1024);
+    const statements = Array.from({ length: 24 }, (_, index) => ({
+      sql: "INSERT INTO batch_blob (id, body) VALUES (?, ?)",
+      parameters: [`blob-${String(index).padStart(2, "0")}`, body(index)],
+    }));
+    const results = await inTransaction(dataSource, (manager) =>
+      runBatch(manager, [
+        ...statements,
+        { sql: "SELECT id, LENGTH(body) AS size FROM batch_blob ORDER BY id", parameters: [] },
+      ]),
+    );
+    t.is(results.length, 25);
+    const rows = results[24] as { id: string; size: unknown }[];
+    t.deepEqual(
+      rows.map((row) => [row.id, Number(row.size)]),
+      statements.map((statement) => [statement.parameters[0], 1024 * 1024]),
+    );
   });
 
   test.serial(`${name}: one statement, and none`, async (t) => {
