@@ -1,4 +1,6 @@
 import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import { REPO_ROOT } from "../test/support/provision-process.js";
 
 interface ProfileNode {
@@ -77,4 +79,27 @@ function fileOf(url: string): string {
   const local = url.replace(`file://${REPO_ROOT}`, "").replace(/^dist\//, "");
   const packageName = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(local)?.[1];
   return packageName ? `node_modules/${packageName}` : local;
+}
+
+/** A new temporary folder for a profiled service to write its profile into (see profiledMain). */
+export function profileFolder(): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), "provision-profile-"));
+}
+
+/**
+ * Stops a service started with profiledMain(folder) and summarizes the profile it wrote over the measured window:
+ * `seconds` long, ending `endedMsBeforeStop` before the stop began.
+ */
+export async function stopAndSummarize(
+  folder: string,
+  service: { stop(): Promise<void>; stderr(): string },
+  window: { seconds: number; endedMsBeforeStop?: number },
+) {
+  const stopping = performance.now();
+  await service.stop();
+  const endedMsBeforeExit = (window.endedMsBeforeStop ?? 0) + performance.now() - stopping;
+  const [profile] = fs.readdirSync(folder).filter((name) => name.endsWith(".cpuprofile"));
+  if (!profile) throw new Error(`no profile written: ${service.stderr()}`);
+  const file = path.join(folder, profile);
+  return { profile: file, ...summarizeProfile(file, { seconds: window.seconds, endedMsBeforeExit }) };
 }

@@ -1,18 +1,6 @@
-/**
- * Where a licensing path's server time goes:
- *   node --import tsx bench/profile-licensing.ts <activate|activateCustomers|renew|checkIn> [mysql|embedded] [seconds] [rate]
- * starts the service under --cpu-prof (pinned to its core, as `npm run bench` does), seeds the licensing
- * fixture, drives the path with the benchmark's load for `seconds` (default 8; paced at `rate` requests per
- * second when given, as the ½-load row is), stops the service and prints
- * the functions and files with the most samples while the load ran, as JSON. The profile is left in a
- * temporary folder it names.
- */
-import fs from "node:fs";
-import os from "node:os";
-import path from "node:path";
 import { ensureCompiled } from "../test/support/compiled-build.js";
 import { seedCatalog } from "./catalog-fixture.js";
-import { summarizeProfile } from "./cpu-profile.js";
+import { profileFolder, stopAndSummarize } from "./cpu-profile.js";
 import { driveHttp } from "./http-load.js";
 import { licensingTargets, seedLicensing } from "./licensing-fixture.js";
 import { drivePaced } from "./paced-load.js";
@@ -25,7 +13,7 @@ const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
 async function main() {
   ensureCompiled();
   pinSelf();
-  const folder = fs.mkdtempSync(path.join(os.tmpdir(), "provision-profile-"));
+  const folder = profileFolder();
   const storage = await createStorage(mode as Mode);
   try {
     const provision = await startProvision(storage, "info", undefined, profiledMain(folder));
@@ -37,25 +25,8 @@ async function main() {
     const figures = rate
       ? await drivePaced(provision.baseUrl, target, { ...load, rate: Number(rate) })
       : await driveHttp(provision.baseUrl, target, load);
-    const stopping = performance.now();
-    await provision.stop();
-    const endedMsBeforeExit = performance.now() - stopping;
-    const [profile] = fs.readdirSync(folder).filter((name) => name.endsWith(".cpuprofile"));
-    if (!profile) throw new Error(`no profile written: ${provision.stderr()}`);
-    const file = path.join(folder, profile);
-    console.log(
-      JSON.stringify(
-        {
-          path: target.name,
-          mode,
-          figures,
-          profile: file,
-          ...summarizeProfile(file, { seconds: Number(seconds), endedMsBeforeExit }),
-        },
-        null,
-        2,
-      ),
-    );
+    const summary = await stopAndSummarize(folder, provision, { seconds: Number(seconds) });
+    console.log(JSON.stringify({ path: target.name, mode, figures, ...summary }, null, 2));
   } finally {
     await storage.remove();
   }

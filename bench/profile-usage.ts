@@ -1,17 +1,6 @@
-/**
- * Where a usage metering path's server time goes:
- *   node --import tsx bench/profile-usage.ts <ingest|preallocate> [mysql|embedded] [seconds]
- * starts the service under --cpu-prof (pinned to its core, as `npm run bench` does), seeds the usage fixture,
- * drives the path with the benchmark's load for `seconds` (default 8), stops the service and prints the figures,
- * the CPU seconds the service used while the load ran (its share of one core) and the functions and files with the
- * most samples, as JSON. The profile is left in a temporary folder it names.
- */
-import fs from "node:fs";
-import os from "node:os";
-import path from "node:path";
 import { ensureCompiled } from "../test/support/compiled-build.js";
 import type { LicensedSession } from "../test/support/observability.js";
-import { summarizeProfile } from "./cpu-profile.js";
+import { profileFolder, stopAndSummarize } from "./cpu-profile.js";
 import { driveHttp, type LoadOptions } from "./http-load.js";
 import { driveIngest } from "./ingest-load.js";
 import { cpuSecondsOf, killChildren, pinSelf } from "./processes.js";
@@ -32,7 +21,7 @@ function driverOf(name: string, baseUrl: string, sessions: LicensedSession[]) {
 async function main() {
   ensureCompiled();
   pinSelf();
-  const folder = fs.mkdtempSync(path.join(os.tmpdir(), "provision-profile-"));
+  const folder = profileFolder();
   const storage = await createStorage(mode as Mode);
   try {
     const provision = await startProvision(storage, "info", undefined, profiledMain(folder));
@@ -44,27 +33,8 @@ async function main() {
     const cpuBefore = cpuSecondsOf(pid);
     const { figures, tally } = await drive(load);
     const serviceCpuShare = Number(((cpuSecondsOf(pid) - cpuBefore) / Number(seconds)).toFixed(2));
-    const stopping = performance.now();
-    await provision.stop();
-    const endedMsBeforeExit = performance.now() - stopping;
-    const [profile] = fs.readdirSync(folder).filter((name) => name.endsWith(".cpuprofile"));
-    if (!profile) throw new Error(`no profile written: ${provision.stderr()}`);
-    const file = path.join(folder, profile);
-    console.log(
-      JSON.stringify(
-        {
-          path: pathName,
-          mode,
-          figures,
-          tally,
-          serviceCpuShare,
-          profile: file,
-          ...summarizeProfile(file, { seconds: Number(seconds), endedMsBeforeExit }),
-        },
-        null,
-        2,
-      ),
-    );
+    const summary = await stopAndSummarize(folder, provision, { seconds: Number(seconds) });
+    console.log(JSON.stringify({ path: pathName, mode, figures, tally, serviceCpuShare, ...summary }, null, 2));
   } finally {
     await storage.remove();
   }

@@ -1,17 +1,5 @@
-/**
- * Where webhook delivery's server time goes:
- *   node --import tsx bench/profile-webhooks.ts <fan-out|latency> [mysql|embedded] [seconds]
- * starts the service under --cpu-prof (pinned to its core, as `npm run bench` does) with the webhook rows' receiver
- * and subscriptions, runs one of their measurements (`seconds`, default 8), stops the service and prints its
- * figures and the functions and files with the most samples while it ran, as JSON. fan-out: a burst of events to
- * 10 subscriptions, the window from the events' commit to the last arrival; latency: SetClaimBasedSeats paced
- * at 50/s to one subscription. The profile is left in a temporary folder it names.
- */
-import fs from "node:fs";
-import os from "node:os";
-import path from "node:path";
 import { ensureCompiled } from "../test/support/compiled-build.js";
-import { summarizeProfile } from "./cpu-profile.js";
+import { profileFolder, stopAndSummarize } from "./cpu-profile.js";
 import { killChildren, pinSelf } from "./processes.js";
 import { type Mode, profiledMain } from "./provision-server.js";
 import { startWebhookBench, type WebhookBench } from "./webhook-fixture.js";
@@ -39,29 +27,15 @@ async function measure(bench: WebhookBench) {
 async function main() {
   ensureCompiled();
   pinSelf();
-  const folder = fs.mkdtempSync(path.join(os.tmpdir(), "provision-profile-"));
+  const folder = profileFolder();
   const bench = await startWebhookBench(mode as Mode, FAN_OUT_SUBSCRIPTIONS, "info", profiledMain(folder));
   try {
     const { figures, window } = await measure(bench);
-    await bench.provision.stop();
-    const endedMsBeforeExit = monotonicMs() - window.lastArrivalMs;
-    const [profile] = fs.readdirSync(folder).filter((name) => name.endsWith(".cpuprofile"));
-    if (!profile) throw new Error(`no profile written: ${bench.provision.stderr()}`);
-    const file = path.join(folder, profile);
-    const windowSeconds = (window.lastArrivalMs - window.startedMs) / 1000;
-    console.log(
-      JSON.stringify(
-        {
-          measurement,
-          mode,
-          figures,
-          profile: file,
-          ...summarizeProfile(file, { seconds: windowSeconds, endedMsBeforeExit }),
-        },
-        null,
-        2,
-      ),
-    );
+    const summary = await stopAndSummarize(folder, bench.provision, {
+      seconds: (window.lastArrivalMs - window.startedMs) / 1000,
+      endedMsBeforeStop: monotonicMs() - window.lastArrivalMs,
+    });
+    console.log(JSON.stringify({ measurement, mode, figures, ...summary }, null, 2));
   } finally {
     await bench.stop();
   }

@@ -10,8 +10,9 @@ export interface Statement {
 /**
  * Runs statements in order in the manager's transaction and answers each one's result (rows of a SELECT, the
  * driver's write result otherwise). On MySQL they travel together, as one multi-statement query: one round trip
- * instead of one each (a batch of more than about 1 MiB of text, in several). Its values are still escaped by the driver, statement by statement. SQLite runs them one
- * after another. A statement that fails fails the batch, and those after it do not run.
+ * instead of one each (a batch of more than about 1 MiB of text, in several). Its values are still escaped by
+ * the driver, statement by statement. SQLite runs them one after another. A statement that fails fails the
+ * batch, and those after it do not run.
  */
 export async function runBatch(manager: EntityManager, statements: Statement[]): Promise<unknown[]> {
   if (manager.connection.options.type !== "mysql") {
