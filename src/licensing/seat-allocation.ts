@@ -46,12 +46,12 @@ function codeDevicesCheck(store: SessionStore, request: SeatRequest): SeatCheck 
   if (request.code.useEntitlementMaxActivations) {
     return { reads: [store.addDeviceOnceStatement(CODE_DEVICES, device)], decide: () => [] };
   }
+  const limit = Math.max(request.code.maxDeviceActivations, 1);
   return {
-    reads: [store.deviceCountsStatement(CODE_DEVICES, request.code.id, request.fingerprintHash)],
+    reads: [store.deviceCountsStatement(CODE_DEVICES, request.code.id, request.fingerprintHash, limit)],
     decide: ([counts]) => {
       const { count, present } = store.deviceCountsOf(counts);
       if (present) return [];
-      const limit = Math.max(request.code.maxDeviceActivations, 1);
       if (count >= limit) {
         throw conflict(
           `this activation code has already activated its ${limit} device${limit === 1 ? "" : "s"}`,
@@ -78,7 +78,7 @@ function entitlementSeatCheck(store: SessionStore, request: SeatRequest): SeatCh
   if (!request.claim) return { reads: [], decide: () => [] };
   const owner = request.entitlementId;
   return {
-    reads: [store.deviceCountsStatement(ENTITLEMENT_DEVICES, owner, request.fingerprintHash)],
+    reads: [store.deviceCountsStatement(ENTITLEMENT_DEVICES, owner, request.fingerprintHash, seats)],
     decide: ([counts]) => {
       const { count, present } = store.deviceCountsOf(counts);
       if (present) return [];

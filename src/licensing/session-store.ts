@@ -188,11 +188,16 @@ export class SessionStore {
     };
   }
 
-  /** How many devices the owner holds, and whether this one is among them (read by `deviceCountsOf`). */
-  deviceCountsStatement(table: DeviceTable, ownerId: string, fingerprintHash: string): Statement {
+  /**
+   * Whether the owner holds this device, and how many devices it holds, counted up to `countUpTo` at most (a
+   * limit is all a decision needs, and an unlimited owner's devices are not counted); read by `deviceCountsOf`.
+   */
+  deviceCountsStatement(table: DeviceTable, ownerId: string, fingerprintHash: string, countUpTo: number): Statement {
     return {
-      sql: `SELECT COUNT(*) AS n, COALESCE(SUM(CASE WHEN fingerprint_hash = ? THEN 1 ELSE 0 END), 0) AS mine FROM ${table.name} WHERE ${table.owner} = ?`,
-      parameters: [fingerprintHash, ownerId],
+      sql:
+        `SELECT (SELECT COUNT(*) FROM (SELECT 1 AS one FROM ${table.name} WHERE ${table.owner} = ? LIMIT ?) AS counted) AS n, ` +
+        `(SELECT COUNT(*) FROM ${table.name} WHERE ${table.owner} = ? AND fingerprint_hash = ?) AS mine`,
+      parameters: [ownerId, Math.max(countUpTo, 0), ownerId, fingerprintHash],
     };
   }
 
