@@ -1,6 +1,9 @@
 import fs from "node:fs";
+import os from "node:os";
 import path from "node:path";
-import { freePort, SERVER_CORE, spawnNode, waitFor200 } from "./processes.js";
+import { ensureCompiled } from "../test/support/compiled-build.js";
+import { freePort, pinSelf, SERVER_CORE, spawnNode, waitFor200 } from "./processes.js";
+import { createStorage, type Mode, type RunningProvision, startProvision } from "./provision-server.js";
 import type { GrpcReply, Reply } from "./replies.js";
 
 /** The bare server (bench/bare-server.mjs) on the server core, replaying `http1` and `h2c` replies; its ports. */
@@ -12,4 +15,30 @@ export async function startBare(scratch: string, http1: Record<string, Reply>, h
   const bare = spawnNode(["bench/bare-server.mjs", file, String(http1Port), String(h2cPort)], { core: SERVER_CORE });
   const readyMs = await waitFor200(`http://127.0.0.1:${http1Port}/healthz`, started, bare.child);
   return { bare, readyMs, http1Url: `http://127.0.0.1:${http1Port}`, h2cAddress: `127.0.0.1:${h2cPort}` };
+}
+
+/**
+ * The compiled service on fresh storage (pinned, as `npm run bench` runs it) and the bare server replaying the
+ * `replies` that `prepare` records from it; runs `measure` against both, then stops them and removes the storage.
+ */
+export async function besideBare<Prepared extends { replies: Record<string, Reply> }>(
+  mode: Mode,
+  prepare: (provision: RunningProvision) => Promise<Prepared>,
+  measure: (provision: RunningProvision, bare: { url: string; pid: number }, prepared: Prepared) => Promise<void>,
+): Promise<void> {
+  ensureCompiled();
+  pinSelf();
+  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "provision-beside-bare-"));
+  const storage = await createStorage(mode);
+  try {
+    const provision = await startProvision(storage, process.env.BENCH_LOG_LEVEL ?? "info");
+    const prepared = await prepare(provision);
+    const { bare, http1Url } = await startBare(scratch, prepared.replies);
+    await measure(provision, { url: http1Url, pid: bare.child.pid ?? 0 }, prepared);
+    await bare.stop();
+    await provision.stop();
+  } finally {
+    await storage.remove();
+    fs.rmSync(scratch, { recursive: true, force: true });
+  }
 }

@@ -7,17 +7,13 @@
  * and the ratio of the medians (bare ÷ service) as JSON. On a machine whose throughput moves between runs, CPU per
  * request at a fixed pace moves far less: a change to the service shows as a few percent here.
  */
-import fs from "node:fs";
-import os from "node:os";
-import path from "node:path";
-import { ensureCompiled } from "../test/support/compiled-build.js";
-import { startBare } from "./bare-process.js";
+import { besideBare } from "./bare-process.js";
 import { seedCatalog } from "./catalog-fixture.js";
 import type { HttpTarget } from "./http-load.js";
 import { licensingTargets, onEverySession, seedLicensing } from "./licensing-fixture.js";
 import { drivePaced } from "./paced-load.js";
-import { cpuSecondsOf, killChildren, pinSelf } from "./processes.js";
-import { createStorage, type Mode, median, type RunningProvision, startProvision } from "./provision-server.js";
+import { cpuSecondsOf, killChildren } from "./processes.js";
+import { type Mode, median, type RunningProvision } from "./provision-server.js";
 import { recordHttp } from "./replies.js";
 import { preallocateTarget, seedUsage } from "./usage-fixture.js";
 
@@ -53,17 +49,10 @@ async function microsecondsPerRequest(url: string, pid: number, target: HttpTarg
 }
 
 async function main() {
-  ensureCompiled();
-  pinSelf();
-  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "provision-cpu-"));
-  const storage = await createStorage(mode as Mode);
-  try {
-    const provision = await startProvision(storage, process.env.BENCH_LOG_LEVEL ?? "info");
-    const { target, replies } = await targetOf(provision);
-    const { bare, http1Url } = await startBare(scratch, replies);
+  await besideBare(mode as Mode, targetOf, async (provision, bare, { target }) => {
     const sides = [
       { url: provision.baseUrl, pid: provision.child.pid ?? 0, figures: [] as number[] },
-      { url: http1Url, pid: bare.child.pid ?? 0, figures: [] as number[] },
+      { url: bare.url, pid: bare.pid, figures: [] as number[] },
     ];
     for (const side of sides) await microsecondsPerRequest(side.url, side.pid, target);
     for (let round = 0; round < Number(rounds); round++) {
@@ -82,12 +71,7 @@ async function main() {
         ratio: Number((baseline / service).toFixed(3)),
       }),
     );
-    await bare.stop();
-    await provision.stop();
-  } finally {
-    await storage.remove();
-    fs.rmSync(scratch, { recursive: true, force: true });
-  }
+  });
 }
 
 try {

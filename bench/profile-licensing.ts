@@ -1,3 +1,12 @@
+/**
+ * Where a licensing path's server time goes:
+ *   node --import tsx bench/profile-licensing.ts <activate|activateCustomers|renew|checkIn> [mysql|embedded] [seconds] [rate]
+ * starts the service under --cpu-prof (pinned to its core, as `npm run bench` does), seeds the licensing
+ * fixture, drives the path with the benchmark's load for `seconds` (default 8; paced at `rate` requests per
+ * second when given, as the ½-load row is), stops the service and prints
+ * the functions and files with the most samples while the load ran, as JSON. The profile is left in a
+ * temporary folder it names.
+ */
 import { ensureCompiled } from "../test/support/compiled-build.js";
 import { seedCatalog } from "./catalog-fixture.js";
 import { profileFolder, stopAndSummarize } from "./cpu-profile.js";

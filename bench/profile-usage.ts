@@ -1,3 +1,11 @@
+/**
+ * Where a usage metering path's server time goes:
+ *   node --import tsx bench/profile-usage.ts <ingest|preallocate> [mysql|embedded] [seconds]
+ * starts the service under --cpu-prof (pinned to its core, as `npm run bench` does), seeds the usage fixture,
+ * drives the path with the benchmark's load for `seconds` (default 8), stops the service and prints the figures,
+ * the CPU seconds the service used while the load ran (its share of one core) and the functions and files with the
+ * most samples, as JSON. The profile is left in a temporary folder it names.
+ */
 import { ensureCompiled } from "../test/support/compiled-build.js";
 import type { LicensedSession } from "../test/support/observability.js";
 import { profileFolder, stopAndSummarize } from "./cpu-profile.js";

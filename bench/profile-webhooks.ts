@@ -1,3 +1,12 @@
+/**
+ * Where webhook delivery's server time goes:
+ *   node --import tsx bench/profile-webhooks.ts <fan-out|latency> [mysql|embedded] [seconds]
+ * starts the service under --cpu-prof (pinned to its core, as `npm run bench` does) with the webhook rows' receiver
+ * and subscriptions, runs one of their measurements (`seconds`, default 8), stops the service and prints its
+ * figures and the functions and files with the most samples while it ran, as JSON. fan-out: a burst of events to
+ * 10 subscriptions, the window from the events' commit to the last arrival; latency: SetClaimBasedSeats paced
+ * at 50/s to one subscription. The profile is left in a temporary folder it names.
+ */
 import { ensureCompiled } from "../test/support/compiled-build.js";
 import { profileFolder, stopAndSummarize } from "./cpu-profile.js";
 import { killChildren, pinSelf } from "./processes.js";
