@@ -67,6 +67,11 @@ export class UsageStatusEvents {
     private readonly logger: Logger,
   ) {}
 
+  /** Whether `record` would read or write anything for these observations (a status may have changed). */
+  mayRecord(observations: StatusObservation[]): boolean {
+    return latestPerAsset(observations).some((observation) => this.mayChange(observation, statusOf(observation)));
+  }
+
   /** Writes the events the observations call for; answers what to do once the transaction commits. */
   async record(manager: EntityManager, observations: StatusObservation[]): Promise<() => void> {
     const remembered: [string, KnownStatus][] = [];

@@ -14,6 +14,7 @@ import {
   sqlDate,
   writeSerially,
 } from "../platform/database.js";
+import type { Statement } from "../platform/statement-batch.js";
 import { UsageBalanceStore } from "./usage-balance-store.js";
 
 export const RECORD_KIND = { transaction: 1, preallocation: 2 } as const;
@@ -101,6 +102,12 @@ export class UsageStore {
   /** Inserts the records in one statement; with `ignoreDuplicates` an already recorded transaction is skipped. Answers the rows stored. */
   async insertRecords(manager: EntityManager, rows: UsageRecordRow[], ignoreDuplicates: boolean): Promise<number> {
     if (rows.length === 0) return 0;
+    const { sql, parameters } = this.insertRecordsStatement(rows, ignoreDuplicates);
+    return changedRows(manager, sql, parameters);
+  }
+
+  /** The INSERT of `rows` (at least one), to run in a batch. */
+  insertRecordsStatement(rows: UsageRecordRow[], ignoreDuplicates: boolean): Statement {
     const parameters: unknown[] = [];
     const date = datesOf(this.dialect);
     for (const row of rows) {
@@ -117,7 +124,7 @@ export class UsageStore {
         date(row.recordedAt),
       );
     }
-    return changedRows(manager, this.insertSqlFor(rows.length, ignoreDuplicates), parameters);
+    return { sql: this.insertSqlFor(rows.length, ignoreDuplicates), parameters };
   }
 
   /** Which of these transaction ids the session has recorded, locking them (a concurrent replay waits). */
@@ -137,15 +144,17 @@ export class UsageStore {
     manager: EntityManager,
     keys: { assetId: string; periodStart: Date }[],
   ): Promise<Map<string, number>> {
+    const { sql, parameters } = this.lockGenerationsStatement(keys);
+    return generationsOf(await manager.query(sql, parameters));
+  }
+
+  /** lockGenerations as a statement, to run in a batch; `generationsOf` reads its rows. */
+  lockGenerationsStatement(keys: { assetId: string; periodStart: Date }[]): Statement {
     const tuples = keys.map(() => "(?, ?)").join(", ");
-    const parameters = keys.flatMap((key) => [key.assetId, sqlDate(this.dialect, key.periodStart)]);
-    const rows = (await manager.query(
-      `SELECT asset_id, period_start, generation FROM usage_periods WHERE (asset_id, period_start) IN (${tuples}) ORDER BY asset_id, period_start${forShare(this.dialect)}`,
-      parameters,
-    )) as { asset_id: string; period_start: unknown; generation: unknown }[];
-    return new Map(
-      rows.map((row) => [periodName(row.asset_id, rowDate(row.period_start) as Date), Number(row.generation)]),
-    );
+    return {
+      sql: `SELECT asset_id, period_start, generation FROM usage_periods WHERE (asset_id, period_start) IN (${tuples}) ORDER BY asset_id, period_start${forShare(this.dialect)}`,
+      parameters: keys.flatMap((key) => [key.assetId, sqlDate(this.dialect, key.periodStart)]),
+    };
   }
 
   /**
@@ -392,4 +401,14 @@ function datesOf(dialect: Dialect): (value: Date) => Date | string {
 /** The name of an asset's period, as maps of counters key it. */
 export function periodName(assetId: string, periodStart: Date): string {
   return `${assetId}:${periodStart.getTime()}`;
+}
+
+/** The generations lockGenerationsStatement's rows hold, by period name. */
+export function generationsOf(rows: unknown): Map<string, number> {
+  return new Map(
+    (rows as { asset_id: string; period_start: unknown; generation: unknown }[]).map((row) => [
+      periodName(row.asset_id, rowDate(row.period_start) as Date),
+      Number(row.generation),
+    ]),
+  );
 }
