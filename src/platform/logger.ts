@@ -45,13 +45,72 @@ function serializeError(value: unknown, depth = 0): unknown {
   return record;
 }
 
+/** Request lines wait at most this long, or until this many characters are pending, before they are written. */
+const REQUEST_LINES_DELAY_MS = 100;
+const REQUEST_LINES_MAX_PENDING = 64 * 1024;
+
+/**
+ * A destination whose log records are written as they come, and whose request lines (one per request, see
+ * requestLogOf) are held for up to 100 ms and written together: a paced service otherwise makes a write per
+ * request. A record written while request lines are pending carries them in front of it, so lines keep their
+ * order. Whatever is pending is written synchronously when the process exits.
+ */
+export class RequestLineBatching implements pino.DestinationStream {
+  private pending = "";
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(private readonly target: pino.DestinationStream & { flushSync?: () => void }) {
+    process.once("exit", () => this.flushSync());
+  }
+
+  write(record: string): void {
+    this.target.write(this.take() + record);
+  }
+
+  writeRequestLine(line: string): void {
+    this.pending += line;
+    if (this.pending.length >= REQUEST_LINES_MAX_PENDING) this.writePending();
+    else this.timer ??= setTimeout(() => this.writePending(), REQUEST_LINES_DELAY_MS).unref();
+  }
+
+  /** Called by pino's `logger.flush()`. */
+  flush(done?: (error?: Error) => void): void {
+    this.writePending();
+    const target = this.target as { flush?: (done?: (error?: Error) => void) => void };
+    if (target.flush) target.flush(done);
+    else done?.();
+  }
+
+  flushSync(): void {
+    this.writePending();
+    try {
+      this.target.flushSync?.();
+    } catch {
+      // A destination already closed takes nothing more.
+    }
+  }
+
+  private writePending(): void {
+    const pending = this.take();
+    if (pending) this.target.write(pending);
+  }
+
+  private take(): string {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    const pending = this.pending;
+    this.pending = "";
+    return pending;
+  }
+}
+
 /**
  * Standard output, written asynchronously: lines logged while a write is under way go out together in the
- * next one, so a busy service makes far fewer system calls than one write per line. Whatever is pending is
- * written synchronously when the process exits.
+ * next one, and request lines are batched (see RequestLineBatching), so a busy service makes far fewer system
+ * calls than one write per line. Whatever is pending is written synchronously when the process exits.
  */
 export function stdoutDestination(): pino.DestinationStream {
-  return pino.destination({ dest: 1, sync: false });
+  return new RequestLineBatching(pino.destination({ dest: 1, sync: false }));
 }
 
 const RECORD_SHAPE = {
@@ -95,9 +154,13 @@ export interface RequestRecord {
 export function requestLogOf(logger: Logger): (record: RequestRecord) => void {
   const destination = (logger as unknown as Record<symbol, pino.DestinationStream>)[pino.symbols.streamSym];
   const service = JSON.stringify(RECORD_SHAPE.base.service);
+  const write =
+    destination instanceof RequestLineBatching
+      ? (line: string) => destination.writeRequestLine(line)
+      : (line: string) => destination.write(line);
   return (record) => {
     if (!logger.isLevelEnabled("info")) return;
-    destination.write(
+    write(
       `{"level":"info","time":"${new Date().toISOString()}","service":${service},` +
         `"requestId":${JSON.stringify(record.requestId)},${textField("method", record.method)}` +
         `${textField("path", record.path)}"status":${record.status},` +
