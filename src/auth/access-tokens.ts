@@ -65,7 +65,7 @@ export class AccessTokens {
     const remembered = this.verified.get(token, nowMs);
     if (remembered) return remembered;
     const { claims, expiresAt } = await this.verifySignedToken(token);
-    this.verified.set(token, claims, (expiresAt + CLOCK_SKEW_SECONDS) * 1000);
+    this.verified.set(token, claims, (expiresAt + CLOCK_SKEW_SECONDS) * 1000, nowMs);
     return claims;
   }
 

@@ -7,15 +7,23 @@ interface Entry<Claims> {
   claims: Claims;
   /** The last instant (ms) the token is accepted, clock skew included. */
   acceptedUntilMs: number;
+  /** When the entry last became the most recently used. */
+  usedAtMs: number;
 }
+
+/** An entry used again within this long keeps its place in the eviction order (moving it costs on every call). */
+const REORDER_AFTER_MS = 1000;
+/** Characters of the signature that find an entry: 132 bits, so two tokens never share them in practice. */
+const KEY_LENGTH = 22;
 
 /**
  * Tokens (access tokens, license tokens) whose signature and claims were verified, kept until they are no
  * longer accepted: a repeat caller costs a lookup, not a signature check. Whether the token was revoked since
  * is not this cache's business (its caller checks that on every call).
  *
- * Entries are found by the token's signature segment (no two tokens verified share one) and then compared
- * whole: cheaper per call than hashing the token, for the memory of keeping each token.
+ * Entries are found by the end of the token's signature (no two tokens verified share it) and then compared
+ * whole: cheaper per call than hashing the token, for the memory of keeping each token. The eviction order is
+ * least recently used to within a second.
  */
 export class VerifiedTokenCache<Claims> {
   private readonly entries = new Map<string, Entry<Claims>>();
@@ -26,16 +34,22 @@ export class VerifiedTokenCache<Claims> {
     const key = keyOf(token);
     const entry = this.entries.get(key);
     if (!entry || entry.token !== token) return undefined;
-    this.entries.delete(key);
-    if (nowMs > entry.acceptedUntilMs) return undefined;
-    this.entries.set(key, entry);
+    if (nowMs > entry.acceptedUntilMs) {
+      this.entries.delete(key);
+      return undefined;
+    }
+    if (nowMs - entry.usedAtMs > REORDER_AFTER_MS) {
+      this.entries.delete(key);
+      this.entries.set(key, entry);
+      entry.usedAtMs = nowMs;
+    }
     return entry.claims;
   }
 
-  set(token: string, claims: Claims, acceptedUntilMs: number): void {
+  set(token: string, claims: Claims, acceptedUntilMs: number, nowMs: number): void {
     const key = keyOf(token);
     this.entries.delete(key);
-    this.entries.set(key, { token, claims, acceptedUntilMs });
+    this.entries.set(key, { token, claims, acceptedUntilMs, usedAtMs: nowMs });
     if (this.entries.size > this.capacity) this.entries.delete(this.entries.keys().next().value as string);
   }
 
@@ -44,7 +58,7 @@ export class VerifiedTokenCache<Claims> {
   }
 }
 
-/** The signature segment of a JWS compact token (its last). */
+/** The end of a JWS compact token's signature segment (its last). */
 function keyOf(token: string): string {
-  return token.slice(token.lastIndexOf(".") + 1);
+  return token.slice(Math.max(token.lastIndexOf(".") + 1, token.length - KEY_LENGTH));
 }

@@ -62,7 +62,7 @@ export class LicenseTokens {
     if (nowMs + CLOCK_SKEW_SECONDS * 1000 < claims.notBefore.getTime())
       throw refused("the license token is not valid yet");
     if (nowMs > claims.graceEndsAt.getTime()) throw refused("the license token's grace period has ended", "expired");
-    this.verified.set(token, claims, claims.graceEndsAt.getTime());
+    this.verified.set(token, claims, claims.graceEndsAt.getTime(), nowMs);
     return claims;
   }
 

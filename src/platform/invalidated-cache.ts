@@ -17,6 +17,9 @@ export interface InvalidatedCacheOptions<V> {
   keeps?: (value: V) => boolean;
 }
 
+/** An entry used again within this long keeps its place in the eviction order (moving it costs on every call). */
+const REORDER_AFTER_MS = 1000;
+
 /** A load under way; an invalidation of its key while it runs makes it stale (answered, not kept). */
 interface Load<V> {
   promise: Promise<V>;
@@ -27,10 +30,11 @@ interface Load<V> {
  * Values loaded on a miss and kept in this instance until their key's change is published on the invalidation
  * bus, by any instance. The bus can miss messages, so: nothing is kept while it is not listening, everything is
  * dropped when it resets, a load that raced an invalidation of its key is not kept, and no entry is served past
- * its maximum age. Callers that miss the same key at once share one load.
+ * its maximum age. Callers that miss the same key at once share one load. The eviction order is least recently
+ * used to within a second.
  */
 export class InvalidatedCache<V> {
-  private readonly entries = new Map<string, { value: V; loadedAtMs: number; weight: number }>();
+  private readonly entries = new Map<string, { value: V; loadedAtMs: number; usedAtMs: number; weight: number }>();
   private readonly loads = new Map<string, Load<V>>();
   private weight = 0;
 
@@ -56,8 +60,11 @@ export class InvalidatedCache<V> {
     const now = this.options.clock.now().getTime();
     const cached = this.entries.get(key);
     if (cached && now - cached.loadedAtMs < maxAgeMs && bus.listening) {
-      this.entries.delete(key);
-      this.entries.set(key, cached);
+      if (now - cached.usedAtMs > REORDER_AFTER_MS) {
+        this.entries.delete(key);
+        this.entries.set(key, cached);
+        cached.usedAtMs = now;
+      }
       return cached.value;
     }
     const running = this.loads.get(key);
@@ -84,7 +91,7 @@ export class InvalidatedCache<V> {
     const weight = weigh?.(value) ?? 1;
     this.drop(key);
     if (weight > maxWeight) return;
-    this.entries.set(key, { value, loadedAtMs: now, weight });
+    this.entries.set(key, { value, loadedAtMs: now, usedAtMs: now, weight });
     this.weight += weight;
     while (this.entries.size > capacity || this.weight > maxWeight)
       this.drop(this.entries.keys().next().value as string);

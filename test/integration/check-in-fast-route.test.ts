@@ -1,6 +1,8 @@
 import fs from "node:fs";
+import net from "node:net";
 import os from "node:os";
 import path from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 import anyTest, { type ExecutionContext, type TestFn } from "ava";
 import {
   activate,
@@ -130,3 +132,48 @@ each("a token altered after its signature is refused even when the original is r
   t.is((await problemOf(response)).type, "urn:provision:problem:invalid-license-token");
   t.is((await post(server, tokens[0])).status, 200);
 });
+
+/** Sends `parts` over one connection, `gapMs` apart (or closes after them when `close`), and answers the reply. */
+async function rawExchange(server: TestServer, parts: string[], gapMs: number, close = false): Promise<string> {
+  const socket = net.connect(Number(new URL(server.baseUrl).port), "127.0.0.1");
+  await new Promise((resolve) => socket.once("connect", resolve));
+  let reply = "";
+  socket.setEncoding("utf8").on("data", (chunk: string) => {
+    reply += chunk;
+  });
+  const closed = new Promise((resolve) => socket.once("close", resolve));
+  for (const part of parts) {
+    socket.write(part);
+    await sleep(gapMs);
+  }
+  if (close) socket.destroy();
+  await closed;
+  return reply;
+}
+
+function checkInHead(token: string, headers: string): string {
+  return (
+    `POST ${sessionPath(sessionIdOf(token), "check-in")} HTTP/1.1\r\nHost: localhost\r\n` +
+    `Authorization: Bearer ${token}\r\nContent-Type: application/json\r\nConnection: close\r\n${headers}\r\n`
+  );
+}
+
+each(
+  "a remembered token's check-in body arriving in pieces, chunked or cut off is answered as it should",
+  async (t, mode) => {
+    const server = t.context.servers[mode];
+    const { tokens } = await twoSessions(server);
+    const pieces = await rawExchange(server, [checkInHead(tokens[0], "Content-Length: 4\r\n"), "{ ", " }"], 50);
+    t.regex(pieces, /^HTTP\/1\.1 200 /, "a body in three writes");
+    t.regex(pieces, /"sessionId":/);
+    const chunked = await rawExchange(
+      server,
+      [checkInHead(tokens[0], "Transfer-Encoding: chunked\r\n"), "2\r\n{}\r\n", "0\r\n\r\n"],
+      20,
+    );
+    t.regex(chunked, /^HTTP\/1\.1 200 /, "a chunked body goes through the full pipeline");
+    const cut = await rawExchange(server, [checkInHead(tokens[0], "Content-Length: 20\r\n"), "{"], 50, true);
+    t.is(cut, "", "nothing is answered to a client gone mid-body");
+    t.is((await post(server, tokens[0], { body: "{}", headers: { "content-type": "application/json" } })).status, 200);
+  },
+);

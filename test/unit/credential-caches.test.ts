@@ -8,7 +8,7 @@ const CLAIMS = { clientId: "c1", providerId: "p1", scopes: ["catalog:read"], gen
 
 test("a verified token is remembered until the instant it stops being accepted", (t) => {
   const cache = new VerifiedTokenCache();
-  cache.set("token-a", CLAIMS, 10_000);
+  cache.set("token-a", CLAIMS, 10_000, 0);
   t.deepEqual(cache.get("token-a", 10_000), CLAIMS);
   t.is(cache.get("token-a", 10_001), undefined);
   t.is(cache.get("token-a", 5_000), undefined, "an expired entry is dropped, not kept for an earlier clock");
@@ -17,14 +17,32 @@ test("a verified token is remembered until the instant it stops being accepted",
 
 test("the verified-token cache forgets the least recently used token past its capacity", (t) => {
   const cache = new VerifiedTokenCache(2);
-  cache.set("a", CLAIMS, 1e12);
-  cache.set("b", CLAIMS, 1e12);
-  cache.get("a", 0);
-  cache.set("c", CLAIMS, 1e12);
+  cache.set("a", CLAIMS, 1e12, 0);
+  cache.set("b", CLAIMS, 1e12, 0);
+  cache.get("a", 2000);
+  cache.set("c", CLAIMS, 1e12, 2000);
   t.is(cache.size, 2);
-  t.truthy(cache.get("a", 0));
-  t.is(cache.get("b", 0), undefined);
-  t.truthy(cache.get("c", 0));
+  t.truthy(cache.get("a", 2000));
+  t.is(cache.get("b", 2000), undefined);
+  t.truthy(cache.get("c", 2000));
+});
+
+test("the verified-token cache's eviction order is least recently used to within a second", (t) => {
+  const cache = new VerifiedTokenCache(2);
+  cache.set("a", CLAIMS, 1e12, 0);
+  cache.set("b", CLAIMS, 1e12, 0);
+  cache.get("a", 500);
+  cache.set("c", CLAIMS, 1e12, 500);
+  t.is(cache.get("a", 500), undefined, "used again within a second of being stored, it kept its place");
+  t.truthy(cache.get("b", 500));
+});
+
+test("verified tokens whose signatures differ only before their last 22 characters are told apart", (t) => {
+  const cache = new VerifiedTokenCache(10);
+  const tail = "x".repeat(22);
+  cache.set(`h.p.AAAA${tail}`, CLAIMS, 1e12, 0);
+  t.is(cache.get(`h.p.BBBB${tail}`, 0), undefined, "found by the same key, compared whole");
+  t.truthy(cache.get(`h.p.AAAA${tail}`, 0));
 });
 
 function countingLoader(states: Map<string, ClientState>) {

@@ -47,10 +47,18 @@ async function cacheOf(bus: InvalidationBus, capacity = 10) {
 }
 
 test("past its capacity the cache forgets the least recently used entry", async (t) => {
-  const cache = await cacheOf(controlledBus(), 2);
+  const clock = manualClock();
+  const cache = await InvalidatedCache.create<string>({
+    channel: "things",
+    bus: controlledBus(),
+    clock,
+    capacity: 2,
+    maxAgeMs: 60_000,
+  });
   const { loads, load } = countingLoads();
   await cache.get("a", load("a"));
   await cache.get("b", load("b"));
+  clock.advance(1001);
   await cache.get("a", load("a"));
   await cache.get("c", load("c"));
   t.is(cache.size, 2);
@@ -59,15 +67,28 @@ test("past its capacity the cache forgets the least recently used entry", async 
   t.deepEqual(loads, ["a", "b", "c", "b"]);
 });
 
+test("an entry used again within a second of its last use keeps its place in the eviction order", async (t) => {
+  const cache = await cacheOf(controlledBus(), 2);
+  const { loads, load } = countingLoads();
+  await cache.get("a", load("a"));
+  await cache.get("b", load("b"));
+  await cache.get("a", load("a"));
+  await cache.get("c", load("c"));
+  await cache.get("b", load("b"));
+  await cache.get("a", load("a"));
+  t.deepEqual(loads, ["a", "b", "c", "a"], "a, stored first and not moved since, made room for c");
+});
+
 test("past its weight the cache forgets the least recently used entries, and keeps no value heavier alone", async (t) => {
+  const clock = manualClock();
   const cache = await InvalidatedCache.create<string>({
     channel: "things",
     bus: controlledBus(),
-    clock: manualClock(),
+    clock,
     capacity: 10,
     maxWeight: 5,
     weigh: (value) => value.length,
-    maxAgeMs: 1000,
+    maxAgeMs: 60_000,
   });
   const loads: string[] = [];
   const load = (value: string) => async () => {
@@ -76,6 +97,7 @@ test("past its weight the cache forgets the least recently used entries, and kee
   };
   await cache.get("a", load("aa"));
   await cache.get("b", load("bb"));
+  clock.advance(1001);
   await cache.get("a", load("aa"));
   await cache.get("c", load("ccc"));
   t.is(cache.size, 2, "b, the least recently used, made room for c");

@@ -117,15 +117,15 @@ test("a payload with a claim missing, of the wrong type or of another version re
 test("the verified-license cache forgets a token after its grace period and the least recently used first", (t) => {
   const cache = new VerifiedTokenCache<LicenseClaims>(2);
   const claims = buildLicenseClaims(input());
-  cache.set("token-a", claims, 1000);
-  cache.set("token-b", claims, 1000);
+  cache.set("token-a", claims, 1000, 0);
+  cache.set("token-b", claims, 5000, 0);
   t.is(cache.get("token-a", 1000), claims);
   t.is(cache.get("token-a", 1001), undefined);
-  cache.set("token-a", claims, 5000);
-  cache.get("token-b", 0);
-  cache.set("token-c", claims, 5000);
+  cache.set("token-a", claims, 5000, 1001);
+  cache.get("token-b", 1500);
+  cache.set("token-c", claims, 5000, 1500);
   t.is(cache.size, 2);
-  t.is(cache.get("token-a", 0), undefined);
-  t.is(cache.get("token-b", 0), claims);
-  t.is(cache.get("token-c", 0), claims);
+  t.is(cache.get("token-a", 1500), undefined);
+  t.is(cache.get("token-b", 1500), claims);
+  t.is(cache.get("token-c", 1500), claims);
 });

@@ -17,7 +17,7 @@ import { discardUnreadBody } from "../unread-body.js";
 import { decodeRequestInChunks, encodeResponseInChunks } from "./chunked-codec.js";
 import type { FastRoute } from "./fast-route.js";
 import { incomingHeaders } from "./incoming-headers.js";
-import { isEmptyBody, type RequestBody, readBody, readInput } from "./rest-input.js";
+import { isEmptyBody, type RequestBody, readInput, readSmallBody } from "./rest-input.js";
 import type { RestRoute, RouteTable } from "./route-table.js";
 
 export type NodeRequest = IncomingMessage | Http2ServerRequest;
@@ -72,7 +72,7 @@ export function createRestHandler(options: RestHandlerOptions) {
     }
     const { route, variables } = match;
     const fast = request.url?.includes("?") ? undefined : fastRoutes.get(route.rpc);
-    const readFirst = fast && (await answerFast(fast, { request, response, route, variables, bodyLimitBytes }));
+    const readFirst = fast && (await answerFast(fast, { request, response, route, variables }));
     if (readFirst === true) return;
     const header = incomingHeaders(request.headers);
     let caller: Caller;
@@ -131,14 +131,15 @@ async function answerFast(
     response: NodeResponse;
     route: RestRoute;
     variables: Record<string, string>;
-    bodyLimitBytes: number;
   },
 ): Promise<true | RequestBody | undefined> {
   const { request, response, route, variables } = call;
   const caller = fast.caller(request.headers.authorization, variables);
   if (!caller) return undefined;
-  const body = await readBody(request, call.bodyLimitBytes);
-  if ("problem" in body || !isEmptyBody(request, body.bytes)) return body;
+  const small = readSmallBody(request);
+  if (!small) return undefined;
+  const body = { bytes: await small };
+  if (!isEmptyBody(request, body.bytes)) return body;
   // A failure is the full pipeline's to answer, as it answers every failure.
   const output = await fast.answer(caller, variables).catch(() => undefined);
   if (!output) return body;

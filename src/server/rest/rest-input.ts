@@ -81,6 +81,30 @@ export async function readBody(request: NodeRequest, limit: number): Promise<Req
   }
 }
 
+/** The most an empty-looking body (`{}` with white space) may take. */
+const SMALL_BODY_BYTES = 64;
+const NO_BYTES = Buffer.alloc(0);
+
+/**
+ * The body of an HTTP/1.x request declaring a plain body of at most 64 bytes (or none), read without raw-body's
+ * checks, which such a body cannot fail; undefined, and the body left unread, for any other request.
+ */
+export function readSmallBody(request: NodeRequest): Promise<Buffer> | undefined {
+  const { headers } = request;
+  if (request.httpVersionMajor !== 1 || headers["content-encoding"] !== undefined) return undefined;
+  if (headers["transfer-encoding"] !== undefined) return undefined;
+  const length = Number(headers["content-length"] ?? 0);
+  if (length === 0) return Promise.resolve(NO_BYTES);
+  if (!(length <= SMALL_BODY_BYTES)) return undefined;
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    request.on("data", (chunk: Buffer) => chunks.push(chunk));
+    request.once("end", () => resolve(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks)));
+    request.once("error", reject);
+    request.once("close", () => reject(new Error("the request closed before its body arrived")));
+  });
+}
+
 /** A body that says nothing: empty, or an empty JSON object sent as JSON. */
 export function isEmptyBody(request: NodeRequest, bytes: Buffer): boolean {
   if (bytes.length === 0) return true;
