@@ -101,7 +101,9 @@ export function readSmallBody(request: NodeRequest): Promise<Buffer> | undefined
     request.on("data", (chunk: Buffer) => chunks.push(chunk));
     request.once("end", () => resolve(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks)));
     request.once("error", reject);
-    request.once("close", () => reject(new Error("the request closed before its body arrived")));
+    request.once("close", () => {
+      if (!request.complete) reject(new Error("the request closed before its body arrived"));
+    });
   });
 }
 
