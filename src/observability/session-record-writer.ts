@@ -32,6 +32,7 @@ export class SessionRecordWriter {
         weigh: (batch) => batch.length,
         maxWeight: MAX_GROUP_ROWS,
         maxInFlight: dialectOf(dataSource) === "mysql" ? MYSQL_WRITES_IN_FLIGHT : 1,
+        gatherTurn: dialectOf(dataSource) !== "mysql",
       },
     );
   }

@@ -10,6 +10,12 @@ export interface GroupCommitOptions<Job> {
   maxWeight: number;
   /** Writes running at once; jobs arriving while that many run wait and are written together next. */
   maxInFlight: number;
+  /**
+   * Start a write a turn of the event loop after a job arrives, so that the jobs of every request read in that
+   * turn share it. For a synchronous driver (SQLite's): its write never yields to the event loop, so no job
+   * would ever arrive while one runs, and each would be written alone.
+   */
+  gatherTurn?: boolean;
 }
 
 /**
@@ -21,6 +27,7 @@ export interface GroupCommitOptions<Job> {
 export class GroupCommit<Job, Result> {
   private waiting: Waiting<Job, Result>[] = [];
   private inFlight = 0;
+  private gathering = false;
 
   constructor(
     private readonly write: (jobs: Job[]) => Promise<Result[]>,
@@ -36,7 +43,14 @@ export class GroupCommit<Job, Result> {
   submit(job: Job): Promise<Result> {
     return new Promise((resolve, reject) => {
       this.waiting.push({ job, resolve, reject });
-      this.startWrites();
+      if (!this.options.gatherTurn) this.startWrites();
+      else if (!this.gathering) {
+        this.gathering = true;
+        setImmediate(() => {
+          this.gathering = false;
+          this.startWrites();
+        });
+      }
     });
   }
 

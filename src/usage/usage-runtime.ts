@@ -36,8 +36,16 @@ export async function createUsage(options: {
   const counters = new MeterCounters(store, meters, clock);
   const statusEvents = new UsageStatusEvents(dataSource, store, options.events, clock, logger);
   // SQLite has one writer: a second transaction in flight would only wait for the first.
-  const maxInFlight = dialectOf(dataSource) === "mysql" ? 2 : 1;
-  const grants = new GrantWriter({ dataSource, store, meters, statusEvents, logger, maxInFlight });
+  const onMysql = dialectOf(dataSource) === "mysql";
+  const grants = new GrantWriter({
+    dataSource,
+    store,
+    meters,
+    statusEvents,
+    logger,
+    maxInFlight: onMysql ? 2 : 1,
+    gatherTurn: !onMysql,
+  });
   const dependencies: UsageDependencies = {
     dataSource,
     clock,

@@ -88,3 +88,22 @@ test("with two write slots, two jobs are written at once and the jobs arriving m
   calls[2].finish();
   t.deepEqual(await Promise.all(all), [10, 20, 30, 40, 50]);
 });
+
+test("with gatherTurn, jobs submitted in one turn of the event loop share a write even when none is in flight", async (t) => {
+  const groupsWritten: number[][] = [];
+  // A write that never yields before it finishes, as SQLite's driver does.
+  const write = async (jobs: number[]) => {
+    groupsWritten.push(jobs);
+    return jobs.map((job) => job * 10);
+  };
+  const gathering = new GroupCommit(write, { weigh: () => 1, maxWeight: 100, maxInFlight: 1, gatherTurn: true });
+  t.deepEqual(await Promise.all([1, 2, 3].map((job) => gathering.submit(job))), [10, 20, 30]);
+  t.deepEqual(groupsWritten, [[1, 2, 3]]);
+  t.deepEqual(await gathering.submit(4), 40, "a job alone in its turn is written alone");
+  t.deepEqual(groupsWritten, [[1, 2, 3], [4]]);
+
+  groupsWritten.length = 0;
+  const eager = new GroupCommit(write, { weigh: () => 1, maxWeight: 100, maxInFlight: 1 });
+  await Promise.all([1, 2, 3].map((job) => eager.submit(job)));
+  t.deepEqual(groupsWritten, [[1], [2, 3]], "without it the first job is written at once, alone");
+});
