@@ -11,7 +11,7 @@ import { ResultWriter } from "./delivery-results.js";
 import { DELIVERY_STATUS, type DeliveryStore } from "./delivery-store.js";
 import type { WebhookDeliveryRow, WebhookSubscriptionRow } from "./entities.js";
 import { CHALLENGE_EVENT_TYPE } from "./event-catalog.js";
-import { fanOut } from "./fan-out.js";
+import { FAN_OUT_BATCH, fanOut } from "./fan-out.js";
 import type { Outbox } from "./outbox.js";
 import { signatureHeader, webhookTimestamp } from "./signing.js";
 import { signingKeys } from "./subscription-secrets.js";
@@ -122,7 +122,8 @@ export class DeliveryWorker {
       this.again = false;
       if (this.eventsWaiting) {
         this.eventsWaiting = false;
-        while (!this.closed && (await fanOut(this.deps, this.deps.clock.now())) > 0);
+        // A batch short of full took every event committed before it; one committed since kicks another round.
+        while (!this.closed && (await fanOut(this.deps, this.deps.clock.now())) === FAN_OUT_BATCH);
       }
       drained = await this.claimAndSend();
     } while (this.again && !this.closed);

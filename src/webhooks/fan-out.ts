@@ -9,7 +9,7 @@ import { RECEIVING_STATES } from "./subscription-states.js";
 import type { SubscriptionStore } from "./subscription-store.js";
 
 /** Events matched per transaction. */
-const FAN_OUT_BATCH = 200;
+export const FAN_OUT_BATCH = 200;
 
 export interface FanOutDependencies {
   dataSource: DataSource;
