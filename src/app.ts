@@ -39,6 +39,7 @@ import { RouteTable, routesFromAnnotations } from "./server/rest/route-table.js"
 import { createRpcHandler, type RpcHandlerOptions } from "./server/rpc-adapter.js";
 import { ALL_SERVICES, implementServices, registerServices } from "./services.js";
 import { fillLiveAssetUsage } from "./usage/live-asset-usage.js";
+import { preallocationFastRoute } from "./usage/preallocation-fast-route.js";
 import { createUsage } from "./usage/usage-runtime.js";
 import { CallbackGrants } from "./webhooks/callback-grants.js";
 import { webhookEntities } from "./webhooks/entities.js";
@@ -199,7 +200,7 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
     logger,
     authorize: createAuthorizer(authOptions),
     checkLimits: (method, json) => checkJsonLimits(method.input, json),
-    fastRoutes: licensing.fastRoutes,
+    fastRoutes: [...licensing.fastRoutes, preallocationFastRoute(usage.dependencies, licensing.activation.tokens)],
   });
   const readyCoordinator = coordinator;
   const readyBus = bus;

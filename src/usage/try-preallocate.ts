@@ -5,14 +5,16 @@ import {
   type TryPreallocateResponse,
   TryPreallocateResponseSchema,
 } from "../../gen/provision/v1/usage_pb.js";
-import { liveSessionOfCall } from "../licensing/live-session.js";
+import { liveSessionOfCall, type SessionOfCall } from "../licensing/live-session.js";
 import { invalidArgument } from "../platform/errors.js";
 import { countersUnavailable } from "./guarded-meters.js";
 import type { MeterRef } from "./meter-counters.js";
 import { preallocationResultOf } from "./preallocation-result.js";
 import { toMicro } from "./usage-amounts.js";
+import type { UsageAsset } from "./usage-assets.js";
 import { BalancePeriodMoved } from "./usage-balance-store.js";
 import type { UsageDependencies } from "./usage-dependencies.js";
+import type { EntitlementUsage } from "./usage-directory.js";
 import { entitlementUsageOf, meteredAssetOf } from "./usage-lookup.js";
 import { RECORD_KIND } from "./usage-store.js";
 
@@ -28,9 +30,33 @@ export async function tryPreallocate(
   context: HandlerContext,
 ): Promise<TryPreallocateResponse> {
   const caller = await liveSessionOfCall(deps.sessions, request.sessionId, context);
-  const amountMicro = amountOf(request.amount);
+  return reserveAndRecord(deps, await preallocationTarget(deps, caller, request.metric, amountOf(request.amount)));
+}
+
+/** What a pre-allocation reserves against: its session, the entitlement's usage, the metric's asset. */
+export interface PreallocationTarget {
+  caller: SessionOfCall;
+  usage: EntitlementUsage;
+  asset: UsageAsset;
+  amountMicro: number;
+}
+
+/** The target of a pre-allocation of `amountMicro` of `metric`, checked; nothing is reserved yet. */
+export async function preallocationTarget(
+  deps: UsageDependencies,
+  caller: SessionOfCall,
+  metric: string,
+  amountMicro: number,
+): Promise<PreallocationTarget> {
   const usage = await entitlementUsageOf(deps, caller.entitlementId);
-  const asset = meteredAssetOf(usage, request.metric, "metric");
+  return { caller, usage, asset: meteredAssetOf(usage, metric, "metric"), amountMicro };
+}
+
+/** Reserves the amount and records the grant (see tryPreallocate). */
+export async function reserveAndRecord(
+  deps: UsageDependencies,
+  { caller, usage, asset, amountMicro }: PreallocationTarget,
+): Promise<TryPreallocateResponse> {
   for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
     const now = deps.clock.now();
     const ref = (await deps.counters.refOf(usage, asset, now)) as MeterRef;
@@ -66,7 +92,8 @@ export async function tryPreallocate(
   throw countersUnavailable("they keep changing");
 }
 
-function amountOf(amount: number): number {
+/** The amount in millionths; an invalid-argument DomainError unless positive and at most 10^9. */
+export function amountOf(amount: number): number {
   const micro = toMicro(amount);
   if (micro === undefined || micro <= 0) {
     throw invalidArgument("amount must be a positive number (the query parameter ?amount=)", [

@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import type { DescMethod, JsonObject, Message } from "@bufbuild/protobuf";
-import { ConnectError, createContextValues } from "@connectrpc/connect";
+import { Code, ConnectError, createContextValues } from "@connectrpc/connect";
 import { authorizedCallerKey, type Caller } from "../../auth/auth-interceptor.js";
 import { DomainError } from "../../platform/errors.js";
 import type { Logger } from "../../platform/logger.js";
@@ -71,8 +71,10 @@ export function createRestHandler(options: RestHandlerOptions) {
       return;
     }
     const { route, variables } = match;
-    const fast = request.url?.includes("?") ? undefined : fastRoutes.get(route.rpc);
-    const readFirst = fast && (await answerFast(fast, { request, response, route, variables }));
+    const fast = fastRoutes.get(route.rpc);
+    const usable = fast && (fast.readsQuery || !request.url?.includes("?"));
+    const readFirst =
+      usable && (await answerFast(fast, { request, response, route, variables, instance, logger: options.logger }));
     if (readFirst === true) return;
     const header = incomingHeaders(request.headers);
     let caller: Caller;
@@ -131,6 +133,8 @@ async function answerFast(
     response: NodeResponse;
     route: RestRoute;
     variables: Record<string, string>;
+    instance: string;
+    logger: Logger;
   },
 ): Promise<true | RequestBody | undefined> {
   const { request, response, route, variables } = call;
@@ -140,11 +144,28 @@ async function answerFast(
   if (!small) return undefined;
   const body = { bytes: await small };
   if (!isEmptyBody(request, body.bytes)) return body;
-  // A failure is the full pipeline's to answer, as it answers every failure.
-  const output = await fast.answer(caller, variables).catch(() => undefined);
-  if (!output) return body;
-  writeJsonText(response, 200, await responseText(route, output));
+  // A failure before the route is sure to answer is the full pipeline's to answer, as it answers every failure.
+  const answer = await fast.prepare(caller, variables, queryOf(request.url)).catch(() => undefined);
+  if (!answer) return body;
+  try {
+    writeJsonText(response, 200, await responseText(route, await answer()));
+  } catch (error) {
+    writeError(response, fastFailure(error, call.logger, fast.method.name), call.instance);
+  }
   return true;
+}
+
+/** A fast answer's failure as the full pipeline's error interceptor turns it into a Connect error. */
+function fastFailure(error: unknown, logger: Logger, procedure: string): ConnectError {
+  if (error instanceof DomainError) return toConnectError(error);
+  if (error instanceof ConnectError) return error;
+  logger.error({ err: error, procedure }, "unhandled error in RPC");
+  return new ConnectError("internal error", Code.Internal);
+}
+
+function queryOf(url = ""): URLSearchParams {
+  const start = url.indexOf("?");
+  return new URLSearchParams(start < 0 ? "" : url.slice(start + 1));
 }
 
 function answerViolations(
