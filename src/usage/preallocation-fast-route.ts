@@ -1,8 +1,8 @@
 import { UsageService } from "../../gen/provision/v1/usage_pb.js";
-import { rememberedSession } from "../licensing/check-in-fast-route.js";
 import { SESSION_STATE } from "../licensing/entities.js";
 import type { LicenseClaims } from "../licensing/license-claims.js";
 import type { LicenseTokens } from "../licensing/license-tokens.js";
+import { rememberedSession } from "../licensing/remembered-session.js";
 import { cachedSession } from "../licensing/session-calls.js";
 import type { FastRoute } from "../server/rest/fast-route.js";
 import { amountOf, preallocationTarget, reserveAndRecord } from "./try-preallocate.js";
