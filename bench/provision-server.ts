@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { COMPILED_MAIN } from "../test/support/compiled-build.js";
+import { COMPILED_MAIN, SERVICE_NODE_FLAGS } from "../test/support/compiled-build.js";
 import { REPO_ROOT } from "../test/support/provision-process.js";
 import { createTestDatabase, TEST_REDIS_URL } from "../test/support/test-server.js";
 import { freePort, rssMiB, SERVER_CORE, type Spawned, spawnNode, waitFor200 } from "./processes.js";
@@ -62,7 +62,12 @@ async function newStorage(mode: Mode): Promise<Storage> {
  * same code, but each function keeps its file and line), for startProvision's `main`.
  */
 export function profiledMain(folder: string): string[] {
-  return ["--cpu-prof", `--cpu-prof-dir=${folder}`, path.join(REPO_ROOT, "dist", "src", "main.js")];
+  return [
+    ...SERVICE_NODE_FLAGS,
+    "--cpu-prof",
+    `--cpu-prof-dir=${folder}`,
+    path.join(REPO_ROOT, "dist", "src", "main.js"),
+  ];
 }
 
 export interface RunningProvision extends Spawned {
@@ -78,7 +83,7 @@ export async function startProvision(
   storage: Storage,
   logLevel: string,
   admin = { clientId: `bench-${randomBytes(4).toString("hex")}`, clientSecret: randomBytes(32).toString("hex") },
-  main = [COMPILED_MAIN],
+  main = [...SERVICE_NODE_FLAGS, COMPILED_MAIN],
 ): Promise<RunningProvision> {
   const port = await freePort();
   const started = performance.now();

@@ -4,7 +4,7 @@ import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import anyTest, { type TestFn } from "ava";
-import { BUILD_STAMP, COMPILED_MAIN, ensureCompiled } from "../support/compiled-build.js";
+import { BUILD_STAMP, COMPILED_MAIN, ensureCompiled, SERVICE_NODE_FLAGS } from "../support/compiled-build.js";
 import { type ProvisionProcess, REPO_ROOT, spawnProvision } from "../support/provision-process.js";
 import { createTestDatabase, TEST_REDIS_URL } from "../support/test-server.js";
 
@@ -67,7 +67,7 @@ test("npm start execs node on the compiled service, without the TypeScript loade
     args.some((arg) => arg.endsWith("provision.js") || arg.endsWith("main.ts")),
   );
   t.is(service.length, 1, JSON.stringify(service));
-  t.deepEqual(service[0].slice(1), ["dist/provision.js"]);
+  t.deepEqual(service[0].slice(1), [...SERVICE_NODE_FLAGS, "dist/provision.js"]);
   t.false(
     service[0].some((arg) => arg.includes("tsx")),
     "no tsx loader",

@@ -7,6 +7,18 @@ const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 const DIST = path.join(ROOT, "dist");
 /** What `npm start` runs: tsc's output bundled into one file (scripts/bundle.mjs). */
 export const COMPILED_MAIN = path.join(DIST, "provision.js");
+/**
+ * The Node flags `npm start` runs the service with (package.json's start script, the one place they are set):
+ * whatever starts the compiled service passes them too, as V8 takes the code cache only under the flags it was
+ * made with.
+ */
+export const SERVICE_NODE_FLAGS: string[] = (
+  /^exec node (.*?)\s*dist\/provision\.js$/.exec(
+    JSON.parse(fs.readFileSync(path.join(ROOT, "package.json"), "utf8")).scripts.start,
+  )?.[1] ?? ""
+)
+  .split(" ")
+  .filter(Boolean);
 const SOURCES = ["src", "gen"];
 const CONFIGS = ["tsconfig.json", "tsconfig.build.json"];
 /** Written after each build; its mtime is when that build started. */

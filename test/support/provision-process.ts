@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { COMPILED_MAIN, ensureCompiled } from "./compiled-build.js";
+import { COMPILED_MAIN, ensureCompiled, SERVICE_NODE_FLAGS } from "./compiled-build.js";
 
 export const REPO_ROOT = fileURLToPath(new URL("../..", import.meta.url));
 
@@ -73,7 +73,7 @@ export function spawnProvision(
   ensureCompiled();
   const base = { ...process.env };
   for (const name of CONFIG_VARIABLES) delete base[name];
-  const [command, args] = throughNpm ? ["npm", ["start"]] : [process.execPath, [main]];
+  const [command, args] = throughNpm ? ["npm", ["start"]] : [process.execPath, [...SERVICE_NODE_FLAGS, main]];
   const child = spawn(command, args, {
     cwd: REPO_ROOT,
     env: { ...base, ...env },
