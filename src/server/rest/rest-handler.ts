@@ -145,7 +145,8 @@ async function answerFast(
   const body = { bytes: await small };
   if (!isEmptyBody(request, body.bytes)) return body;
   // A failure before the route is sure to answer is the full pipeline's to answer, as it answers every failure.
-  const answer = await fast.prepare(caller, variables, queryOf(request.url)).catch(() => undefined);
+  const query = fast.readsQuery ? queryOf(request.url) : NO_QUERY;
+  const answer = await fast.prepare(caller, variables, query).catch(() => undefined);
   if (!answer) return body;
   try {
     writeJsonText(response, 200, await responseText(route, await answer()));
@@ -162,6 +163,8 @@ function fastFailure(error: unknown, logger: Logger, procedure: string): Connect
   logger.error({ err: error, procedure }, "unhandled error in RPC");
   return new ConnectError("internal error", Code.Internal);
 }
+
+const NO_QUERY = new URLSearchParams();
 
 function queryOf(url = ""): URLSearchParams {
   const start = url.indexOf("?");
