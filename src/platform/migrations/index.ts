@@ -9,6 +9,7 @@ import { EntitlementNotices1764345600000 } from "./0008-entitlement-notices.js";
 import { SubscriptionVerified1764432000000 } from "./0009-subscription-verified.js";
 import { Usage1764518400000 } from "./0010-usage.js";
 import { UsageStatusRecheck1764604800000 } from "./0011-usage-status-recheck.js";
+import { FloatingSeatIndex1764691200000 } from "./0012-floating-seat-index.js";
 
 /** Every migration, oldest first. Never edit one that has shipped: add the next. */
 export const migrations = [
@@ -23,4 +24,5 @@ export const migrations = [
   SubscriptionVerified1764432000000,
   Usage1764518400000,
   UsageStatusRecheck1764604800000,
+  FloatingSeatIndex1764691200000,
 ];
