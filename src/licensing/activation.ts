@@ -42,6 +42,7 @@ import { codeFacts, entitlementFacts, licenseClaimsFor } from "./license-facts.j
 import type { LicenseKeys } from "./license-keys.js";
 import type { LicenseTokens } from "./license-tokens.js";
 import { seatCheck } from "./seat-allocation.js";
+import { type SeatPlan, type SeatPlans, sameStatements } from "./seat-plans.js";
 import type { SessionStore } from "./session-store.js";
 import type { InteractiveUser, UserTokens } from "./user-tokens.js";
 
@@ -62,6 +63,8 @@ export interface ActivationDependencies {
   hostNames: ClientHostNames;
   /** Counts activations presenting a code, per source address, refusing past the wrong guesses allowed. */
   guesses: ActivationGuesses;
+  /** What each code's activations read for their seat, sent with the locking reads of the next one. */
+  seatPlans: SeatPlans;
 }
 
 /** The fields ActivateLicense and ActivateJwt share. */
@@ -120,13 +123,18 @@ export async function activate(
   };
   const clientAddress = context.values.get(clientAddressKey);
   const input = { key, now, clientAddress, prepared, interactive: request.useInteractiveUser, presented };
-  const run = () =>
+  const attempt = (plan: SeatPlan | undefined) =>
     withPreparation(deps, prepared, clientAddress, () =>
       inBatchedTransaction(deps.dataSource, (transaction) =>
         // The user as prepared so far: a run again after signing in sees them.
-        activateInTransaction(deps, transaction, { ...input, ask: { ...ask, user: prepared.user } }),
+        activateInTransaction(deps, transaction, { ...input, plan, ask: { ...ask, user: prepared.user } }),
       ),
     );
+  const run = () =>
+    attempt(deps.seatPlans.get(key)).catch((error: unknown) => {
+      if (error instanceof StaleSeatPlan) return attempt(undefined);
+      throw error;
+    });
   const activated = presented === null ? await run() : await deps.guesses.attempt(clientAddress, run);
   deps.events.committed();
   if (activated.replaced.length > 0) await deps.sessionsChanged(...activated.replaced);
@@ -163,13 +171,19 @@ interface TransactionInput {
   prepared: Preparation;
   interactive: boolean;
   presented: string | null;
+  /** The seat reads to send with the locking reads; undefined sends them in a batch of their own. */
+  plan: SeatPlan | undefined;
 }
 
+/** The rows an activation locked do not give the seat plan it read with them: it runs again without a plan. */
+class StaleSeatPlan extends Error {}
+
 /**
- * Three batches of statements after the code's entitlement is known (on MySQL one round trip each, the first
+ * Two batches of statements after the code's entitlement is known (on MySQL one round trip each, the first
  * starting the transaction and the last committing it): the rows the rules read, locked in the order every write
- * takes them (entitlement, code, the device's live sessions); the seat's reads, after those sessions are ended;
- * and the writes, with the features the license names.
+ * takes them (entitlement, code, the device's live sessions), those sessions ended, and the seat's reads as the
+ * code's last activation planned them; then the writes, with the features the license names. With no plan, or
+ * none that holds, the seat's reads are a batch of their own between the two.
  */
 async function activateInTransaction(
   deps: ActivationDependencies,
@@ -179,24 +193,16 @@ async function activateInTransaction(
   const { store } = deps;
   const { ask, now } = input;
   const hash = fingerprintHash(ask.fingerprint);
-  const { entitlement, facts, code, replaced } = await lockedRows(deps, transaction, input.key, hash);
+  const { entitlement, facts, code, replaced, planned } = await lockedRows(deps, transaction, input, hash);
+  const claim = facts.policy?.claimBasedActivation;
+  deps.seatPlans.remember(input.key, { claim, code, readsFirstActivation: endsAfterFirstActivation(facts.policy) });
   const codeFact = input.interactive ? asInteractive(codeFacts(code)) : codeFacts(code);
   checkSignedIn(deps, input.prepared, () => checkActivation(facts, codeFact, ask, now));
   if (input.presented === null && facts.policy?.requireActivationWorkflow) throw workflowRequired();
   checkHost(deps, facts.policy, input.clientAddress, input.prepared);
 
-  const claim = facts.policy?.claimBasedActivation;
-  const seat = seatCheck(store, {
-    entitlementId: entitlement.id,
-    claim,
-    code,
-    fingerprint: ask.fingerprint,
-    fingerprintHash: hash,
-    now,
-  });
-  const ending = replaced.length > 0 ? [store.endSessionsStatement(replaced, now)] : [];
-  const seatRead = await transaction.run([...ending, ...seat.reads]);
-  const seatRows = seat.decide(seatRead.slice(ending.length));
+  const seat = seatCheck(store, { ...seatRequestOf(entitlement.id, ask.fingerprint, hash, now), claim, code });
+  const seatRows = seat.decide(await seatResults(transaction, seat.reads, planned));
   const trial = isTrialActivation(facts, codeFact);
   const lease = leaseFor(facts, codeFact, ask.requestedLeaseMs, now, firstActivationOf(facts, codeFact));
   const trialStart = trialStartStatement(store, facts.policy, entitlement.id, lease.trialEndsAt, now);
@@ -233,26 +239,65 @@ async function activateInTransaction(
   return { session, entitlement, facts, features, trial, replaced, trialStarted: trialStart.length > 0 };
 }
 
-/** The code's entitlement and the code, locked, with what the rules read, and the device's live sessions there. */
-async function lockedRows(deps: ActivationDependencies, transaction: BatchedTransaction, key: string, hash: string) {
+interface PlannedReads {
+  seatReads: Statement[];
+  /** Results of the first activation's read, then of the seat's reads. */
+  results: unknown[];
+  readsFirstActivation: boolean;
+}
+
+/**
+ * The code's entitlement and the code, locked, with what the rules read; the device's live sessions there,
+ * locked and ended; and the reads the seat plan names, if there is one.
+ */
+async function lockedRows(
+  deps: ActivationDependencies,
+  transaction: BatchedTransaction,
+  input: TransactionInput,
+  hash: string,
+) {
   const { store, dataSource } = deps;
+  const { key, plan, now } = input;
   const entitlementId = await store.entitlementOfCode(dataSource.manager, key);
   if (!entitlementId) throw codeNotFound();
-  const [entitlementRows, productRows, codeRows, sessionRows] = await transaction.run([
+  const seatRequest = seatRequestOf(entitlementId, input.ask.fingerprint, hash, now);
+  const seatReads = plan ? seatCheck(store, { ...seatRequest, claim: plan.claim, code: plan.code }).reads : [];
+  const firstRead = plan?.readsFirstActivation ? [store.firstActivationStatement(entitlementId)] : [];
+  const [entitlementRows, productRows, codeRows, sessionRows, , ...results] = await transaction.run([
     store.entitlementStatement(entitlementId, true),
     store.licensedProductsStatement(entitlementId),
     activationCodeByKeyStatement(dataSource.manager, key, true),
     store.liveSessionsOfDeviceStatement(entitlementId, hash),
+    store.endLiveSessionsOfDeviceStatement(entitlementId, hash, now),
+    ...firstRead,
+    ...seatReads,
   ]);
   const entitlement = store.entitlementOf(entitlementRows);
   const code = activationCodeOf(dataSource.manager, codeRows);
   if (!entitlement || !code || code.entitlementId !== entitlementId) throw codeNotFound();
   const facts = entitlementFacts(entitlement, store.productsOf(productRows), null);
   if (endsAfterFirstActivation(facts.policy)) {
-    const [first] = await transaction.run([store.firstActivationStatement(entitlementId)]);
+    const [first] =
+      firstRead.length > 0 ? results : await transaction.run([store.firstActivationStatement(entitlementId)]);
     facts.firstActivationAt = store.firstActivationOf(first);
   }
-  return { entitlement, facts, code, replaced: store.idsOf(sessionRows) };
+  const planned: PlannedReads | undefined = plan && { seatReads, results, readsFirstActivation: firstRead.length > 0 };
+  return { entitlement, facts, code, replaced: store.idsOf(sessionRows), planned };
+}
+
+function seatRequestOf(entitlementId: string, fingerprint: string, fingerprintHash: string, now: Date) {
+  return { entitlementId, fingerprint, fingerprintHash, now };
+}
+
+/**
+ * The results of the seat's reads: those sent with the locking reads when the plan asked for these very reads.
+ * A plan that did not is stale (a policy or code changed since), and what it sent may have written a device row
+ * the right reads would count: the activation runs again.
+ */
+async function seatResults(transaction: BatchedTransaction, reads: Statement[], planned: PlannedReads | undefined) {
+  if (!planned) return transaction.run(reads);
+  if (!sameStatements(planned.seatReads, reads)) throw new StaleSeatPlan();
+  return planned.results.slice(planned.readsFirstActivation ? 1 : 0);
 }
 
 /** A trial counted from the first activation starts now: its end is recorded on the policy (trialEndsAt). */

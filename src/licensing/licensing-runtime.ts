@@ -17,6 +17,7 @@ import { licenseSessionVerifier } from "./license-session-verifier.js";
 import { LicenseTokens } from "./license-tokens.js";
 import { LicensingCaches } from "./licensing-caches.js";
 import type { LicensingDependencies } from "./licensing-dependencies.js";
+import { SeatPlans } from "./seat-plans.js";
 import type { SessionCallDependencies } from "./session-calls.js";
 import { SessionStore } from "./session-store.js";
 import { UserTokens } from "./user-tokens.js";
@@ -65,6 +66,7 @@ export async function createLicensing(options: {
     userTokens: options.userTokens ? new UserTokens(options.userTokens, clock, logger) : null,
     hostNames: new ClientHostNames(clock),
     guesses: new ActivationGuesses(options.coordinator, options.activationGuessesPerAddress, logger),
+    seatPlans: new SeatPlans(),
   };
   return {
     dependencies,

@@ -5,7 +5,7 @@ import { CODE_DEVICES, ENTITLEMENT_DEVICES, type SessionStore } from "./session-
 
 export interface SeatRequest {
   entitlementId: string;
-  claim: ClaimBasedActivation | undefined;
+  claim: Pick<ClaimBasedActivation, "isFloatingLicense" | "numberOfSeats"> | undefined;
   code: { id: string; maxDeviceActivations: number; useEntitlementMaxActivations: boolean };
   fingerprint: string;
   fingerprintHash: string;

@@ -181,10 +181,11 @@ export class SessionStore {
     return (result as { id: string }[]).map((row) => row.id);
   }
 
-  endSessionsStatement(sessionIds: string[], now: Date): Statement {
+  /** Ends the live sessions `liveSessionsOfDeviceStatement` locked, when sent after it in the same transaction. */
+  endLiveSessionsOfDeviceStatement(entitlementId: string, fingerprintHash: string, now: Date): Statement {
     return {
-      sql: `UPDATE license_sessions SET state = ?, ended_at = ? WHERE id IN (${sessionIds.map(() => "?").join(", ")})`,
-      parameters: [SESSION_STATE.ended, this.date(now), ...sessionIds],
+      sql: "UPDATE license_sessions SET state = ?, ended_at = ? WHERE entitlement_id = ? AND fingerprint_hash = ? AND state = ?",
+      parameters: [SESSION_STATE.ended, this.date(now), entitlementId, fingerprintHash, SESSION_STATE.live],
     };
   }
 
