@@ -48,13 +48,44 @@ export async function countAttempt(
   return {
     async succeeded() {
       if (msLeftInWindow - (performance.now() - started) < REWARD_MARGIN_MS) return;
-      try {
-        await limiter.reward(subject);
-      } catch (error) {
-        warn(error);
-      }
+      await giveBack(limiter, subject, warn);
     },
   };
+}
+
+interface PendingGiveBack {
+  points: number;
+  sent: Promise<void>;
+}
+
+const pendingGiveBacks = new WeakMap<RateLimiter, Map<string, PendingGiveBack>>();
+
+/**
+ * Gives one point back to `subject`. The give-backs of one event-loop turn to the same subject travel as one
+ * command: busy addresses (a NAT, a build farm) cost one Redis round trip an attempt, not two. A point given back a
+ * turn late keeps the limit a turn stricter, never looser.
+ */
+function giveBack(limiter: RateLimiter, subject: string, warn: (error: unknown) => void): Promise<void> {
+  let bySubject = pendingGiveBacks.get(limiter);
+  if (!bySubject) {
+    bySubject = new Map();
+    pendingGiveBacks.set(limiter, bySubject);
+  }
+  const pending = bySubject.get(subject);
+  if (pending) {
+    pending.points++;
+    return pending.sent;
+  }
+  const subjects = bySubject;
+  const batch: PendingGiveBack = { points: 1, sent: Promise.resolve() };
+  batch.sent = new Promise<void>((resolve) => setImmediate(resolve))
+    .then(() => {
+      subjects.delete(subject);
+      return limiter.reward(subject, batch.points);
+    })
+    .then(() => undefined, warn);
+  subjects.set(subject, batch);
+  return batch.sent;
 }
 
 /** Counts one request against `key`, throwing RateLimited beyond the limit; unlimited (and `warn`) without Redis. */
