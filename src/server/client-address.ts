@@ -6,6 +6,7 @@ import type { ProxyTrust } from "../platform/config.js";
 import type { NodeRequest } from "./rest/rest-handler.js";
 
 const clientAddresses = new WeakMap<NodeRequest, string>();
+const UNKNOWN = "unknown";
 
 /**
  * The address of the client behind `peer`: `peer` itself, or, while the hop in hand is a trusted proxy, the
@@ -18,7 +19,7 @@ export function resolveClientAddress(
   trusted: ProxyTrust | undefined,
 ): string {
   const address = canonical(peer);
-  if (!address) return "unknown";
+  if (!address) return UNKNOWN;
   if (!trusted || forwardedFor === undefined) return address;
   const header = Array.isArray(forwardedFor) ? forwardedFor.join(",") : forwardedFor;
   const hops = proxyaddr.all(
@@ -28,13 +29,34 @@ export function resolveClientAddress(
   return canonical(hops[hops.length - 1]) ?? canonical(hops[hops.length - 2]) ?? address;
 }
 
-export function recordClientAddress(request: NodeRequest, address: string): void {
-  clientAddresses.set(request, address);
+/**
+ * Resolves the client's address as the request arrives: its connection's peer (read once a connection), or,
+ * when the peer is a trusted proxy, what X-Forwarded-For says (see resolveClientAddress).
+ */
+export function recordClientAddress(request: NodeRequest, trusted: ProxyTrust | undefined): void {
+  const peer = peerAddressOf(request);
+  const forwardedFor = request.headers["x-forwarded-for"];
+  if (!trusted || forwardedFor === undefined || peer === UNKNOWN) return;
+  clientAddresses.set(request, resolveClientAddress(peer, forwardedFor, trusted));
 }
 
 /** The client's address as the server resolved it when the request arrived. */
 export function clientAddressOf(request: NodeRequest): string {
-  return clientAddresses.get(request) ?? canonical(request.socket?.remoteAddress) ?? "unknown";
+  return clientAddresses.get(request) ?? peerAddressOf(request);
+}
+
+/** Each connection's peer address, canonical; keyed by the request's socket (HTTP/2: a proxy per stream). */
+const peerAddresses = new WeakMap<object, string>();
+
+function peerAddressOf(request: NodeRequest): string {
+  const socket = request.socket;
+  if (!socket) return UNKNOWN;
+  let address = peerAddresses.get(socket);
+  if (address === undefined) {
+    address = canonical(socket.remoteAddress) ?? UNKNOWN;
+    peerAddresses.set(socket, address);
+  }
+  return address;
 }
 
 /** What rate limits count an address under: IPv6 by its /64, the network one subscriber usually holds. */

@@ -3,11 +3,12 @@ import http from "node:http";
 import http2 from "node:http2";
 import net from "node:net";
 import type { Logger } from "../platform/logger.js";
-import { recordClientAddress, resolveClientAddress } from "./client-address.js";
+import { recordClientAddress } from "./client-address.js";
 import { writeRawProblem } from "./http-responses.js";
 import type { NodeRequest, NodeResponse } from "./rest/rest-handler.js";
 
-export type RequestHandler = (request: NodeRequest, response: NodeResponse) => void;
+/** Handles a request; what it answers is called once, when the response closes. */
+export type RequestHandler = (request: NodeRequest, response: NodeResponse) => (() => void) | undefined;
 
 export interface ListenOptions {
   host: string;
@@ -43,19 +44,17 @@ export async function listen(handler: RequestHandler, options: ListenOptions): P
   let draining = false;
   let drained: (() => void) | undefined;
 
-  const tracked: RequestHandler = (request, response) => {
-    const peer = request.socket?.remoteAddress;
-    recordClientAddress(
-      request,
-      resolveClientAddress(peer, request.headers["x-forwarded-for"], options.trustedProxies),
-    );
+  const tracked = (request: NodeRequest, response: NodeResponse): void => {
+    recordClientAddress(request, options.trustedProxies);
     inFlight++;
     if (draining && "shouldKeepAlive" in response) response.shouldKeepAlive = false;
-    response.once("close", () => {
+    const whenClosed = handler(request, response);
+    // One listener per response ("close" is emitted once, on a later tick): once() costs a wrapper each.
+    response.on("close", () => {
       inFlight--;
+      whenClosed?.();
       if (draining && inFlight === 0) drained?.();
     });
-    handler(request, response);
   };
 
   const timeouts = options.timeouts ?? HTTP1_TIMEOUTS;

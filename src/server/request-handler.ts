@@ -63,10 +63,12 @@ function ensureAuthority(request: NodeRequest): void {
   if (!("authority" in request) && request.headers.host === undefined) request.headers.host = "localhost";
 }
 
-/** Gives every request an id, answers the health probes, and sends each request to RPC or REST. */
+/**
+ * Gives every request an id, answers the health probes, and sends each request to RPC or REST. Answers what to
+ * do when the response closes: write the request's log line.
+ */
 export function createRequestHandler(parts: RequestHandlerParts): RequestHandler {
-  const { logger } = parts;
-  const logRequest = requestLogOf(logger);
+  const logRequest = requestLogOf(parts.logger);
   return (request, response) => {
     const started = process.hrtime.bigint();
     const offered = request.headers["x-request-id"];
@@ -74,83 +76,100 @@ export function createRequestHandler(parts: RequestHandlerParts): RequestHandler
     request.headers["x-request-id"] = requestId;
     response.setHeader("X-Request-Id", requestId);
     const target = readTarget(request.url);
-    const path = target?.path;
-    response.once("close", () => {
+    dispatch(parts, request, response, target, requestId);
+    return () =>
       logRequest({
         requestId,
         method: request.method,
-        path,
+        path: target?.path,
         // Nothing was sent when the connection closed first: 499, the client closed the request.
         status: response.headersSent ? response.statusCode : CLIENT_CLOSED_REQUEST,
         httpVersion: request.httpVersion,
         durationMs: Number(process.hrtime.bigint() - started) / 1e6,
       });
-    });
-
-    if (!target || path === undefined) {
-      writeProblem(response, {
-        status: 400,
-        slug: "malformed-request",
-        detail: "the request target is not a path this service can read",
-        instance: "",
-      });
-      return;
-    }
-    const isRpc = RPC_PATH.test(path);
-    const refusal = refusalOf(request);
-    if (refusal) {
-      if (refusal.close) response.setHeader("Connection", "close");
-      discardUnreadBody(request, response);
-      if (isRpc) writeConnectError(response, refusal.status, Code.InvalidArgument, refusal.detail);
-      else
-        writeProblem(response, { status: refusal.status, slug: refusal.slug, detail: refusal.detail, instance: path });
-      return;
-    }
-    if (PROBES.has(path) && request.method !== "GET" && request.method !== "HEAD") {
-      response.setHeader("Allow", "GET, HEAD");
-      writeProblem(response, {
-        status: 405,
-        slug: "method-not-allowed",
-        detail: `${request.method} is not allowed here; allowed: GET, HEAD`,
-        instance: path,
-      });
-      return;
-    }
-    if (path === "/healthz") {
-      writeJson(response, 200, { status: "ok" });
-      return;
-    }
-    if (path === "/readyz") {
-      parts.checkReadiness().then(
-        () => writeJson(response, 200, { status: "ready" }),
-        (error: Error) =>
-          writeProblem(response, { status: 503, slug: "not-ready", detail: error.message, instance: path }),
-      );
-      return;
-    }
-    const endpoint = Object.hasOwn(parts.endpoints, path) ? parts.endpoints[path] : undefined;
-    if (endpoint) {
-      endpoint(request, response).catch((error: unknown) => fail(error));
-      return;
-    }
-    if (isRpc) {
-      ensureAuthority(request);
-      parts.rpc(request, response);
-      return;
-    }
-    parts.rest(request, response, target).catch((error: unknown) => fail(error));
-
-    function fail(error: unknown): void {
-      if (!response.headersSent && (request.destroyed || response.destroyed)) {
-        logger.debug({ requestId, path, reason: (error as Error)?.message }, "the client went away mid-request");
-        return;
-      }
-      logger.error({ err: error, requestId, path }, "request handler failed");
-      if (!response.headersSent) {
-        writeProblem(response, { status: 500, slug: "internal", detail: "internal error", instance: path ?? "" });
-      } else response.destroy();
-    }
   };
+}
+
+function dispatch(
+  parts: RequestHandlerParts,
+  request: NodeRequest,
+  response: NodeResponse,
+  target: RequestTarget | undefined,
+  requestId: string,
+): void {
+  const path = target?.path;
+  if (!target || path === undefined) {
+    writeProblem(response, {
+      status: 400,
+      slug: "malformed-request",
+      detail: "the request target is not a path this service can read",
+      instance: "",
+    });
+    return;
+  }
+  const isRpc = RPC_PATH.test(path);
+  const refusal = refusalOf(request);
+  if (refusal) {
+    if (refusal.close) response.setHeader("Connection", "close");
+    discardUnreadBody(request, response);
+    if (isRpc) writeConnectError(response, refusal.status, Code.InvalidArgument, refusal.detail);
+    else writeProblem(response, { status: refusal.status, slug: refusal.slug, detail: refusal.detail, instance: path });
+    return;
+  }
+  if (PROBES.has(path)) {
+    answerProbe(parts, request, response, path);
+    return;
+  }
+  const fail = (error: unknown) => answerFailure(parts.logger, request, response, error, { requestId, path });
+  const endpoint = Object.hasOwn(parts.endpoints, path) ? parts.endpoints[path] : undefined;
+  if (endpoint) {
+    endpoint(request, response).catch(fail);
+    return;
+  }
+  if (isRpc) {
+    ensureAuthority(request);
+    parts.rpc(request, response);
+    return;
+  }
+  parts.rest(request, response, target).catch(fail);
+}
+
+function answerProbe(parts: RequestHandlerParts, request: NodeRequest, response: NodeResponse, path: string): void {
+  if (request.method !== "GET" && request.method !== "HEAD") {
+    response.setHeader("Allow", "GET, HEAD");
+    writeProblem(response, {
+      status: 405,
+      slug: "method-not-allowed",
+      detail: `${request.method} is not allowed here; allowed: GET, HEAD`,
+      instance: path,
+    });
+    return;
+  }
+  if (path === "/healthz") {
+    writeJson(response, 200, { status: "ok" });
+    return;
+  }
+  parts.checkReadiness().then(
+    () => writeJson(response, 200, { status: "ready" }),
+    (error: Error) => writeProblem(response, { status: 503, slug: "not-ready", detail: error.message, instance: path }),
+  );
+}
+
+function answerFailure(
+  logger: Logger,
+  request: NodeRequest,
+  response: NodeResponse,
+  error: unknown,
+  where: { requestId: string; path: string },
+): void {
+  if (!response.headersSent && (request.destroyed || response.destroyed)) {
+    logger.debug({ ...where, reason: (error as Error)?.message }, "the client went away mid-request");
+    return;
+  }
+  logger.error({ err: error, ...where }, "request handler failed");
+  if (!response.headersSent) {
+    writeProblem(response, { status: 500, slug: "internal", detail: "internal error", instance: where.path });
+  } else response.destroy();
 }
 
 /** Answers a path shaped like `/package.Service/Method` that names no method of the contract. */

@@ -87,7 +87,13 @@ async function serve(fastPath: boolean, invoked: Set<string>): Promise<Served> {
         }
       : undefined,
   });
-  const server = await listen(handler, { host: "127.0.0.1", port: 0, logger });
+  const server = await listen(
+    (request, response) => {
+      handler(request, response);
+      return undefined;
+    },
+    { host: "127.0.0.1", port: 0, logger },
+  );
   return { server, baseUrl: `http://127.0.0.1:${server.port}`, logs };
 }
 
