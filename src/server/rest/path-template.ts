@@ -34,8 +34,13 @@ export function matchPathTemplate(template: PathTemplate, pathParts: string[]): 
   for (let index = 0; index < segments.length; index++) {
     const segment = segments[index];
     if (segment.kind === "literal") continue;
+    const part = pathParts[index];
+    if (!part.includes("%")) {
+      variables[segment.field] = part;
+      continue;
+    }
     try {
-      variables[segment.field] = decodeURIComponent(pathParts[index]);
+      variables[segment.field] = decodeURIComponent(part);
     } catch {
       return undefined;
     }

@@ -69,13 +69,14 @@ export class RouteTable {
 
   match(httpMethod: string, path: string): RouteMatch {
     const parts = path.slice(1).split("/");
-    const allowed = new Set<string>();
+    let allowed: Set<string> | undefined;
     for (const route of this.bySegments.get(parts.length) ?? []) {
       const variables = matchPathTemplate(route.template, parts);
       if (!variables) continue;
       if (route.httpMethod === httpMethod) return { kind: "found", route, variables };
+      allowed ??= new Set();
       allowed.add(route.httpMethod);
     }
-    return allowed.size > 0 ? { kind: "method-not-allowed", allowed: [...allowed].sort() } : { kind: "not-found" };
+    return allowed ? { kind: "method-not-allowed", allowed: [...allowed].sort() } : { kind: "not-found" };
   }
 }
