@@ -1,6 +1,6 @@
 import type { DataSource } from "typeorm";
 import { dialectOf, inTransaction } from "../platform/database.js";
-import { GroupCommit } from "../platform/group-commit.js";
+import { GroupCommit, SYNCHRONOUS_GATHER_TURNS } from "../platform/group-commit.js";
 import type { NewSessionRecord, SessionRecordStore } from "./session-record-store.js";
 
 /** Rows one transaction writes at most: the batches of five full requests. */
@@ -32,7 +32,7 @@ export class SessionRecordWriter {
         weigh: (batch) => batch.length,
         maxWeight: MAX_GROUP_ROWS,
         maxInFlight: dialectOf(dataSource) === "mysql" ? MYSQL_WRITES_IN_FLIGHT : 1,
-        gatherTurn: dialectOf(dataSource) !== "mysql",
+        gatherTurns: dialectOf(dataSource) === "mysql" ? undefined : SYNCHRONOUS_GATHER_TURNS,
       },
     );
   }

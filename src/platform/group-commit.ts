@@ -4,6 +4,9 @@ interface Waiting<Job, Result> {
   reject(error: unknown): void;
 }
 
+/** Turns a synchronous driver's group gathers jobs at most (see gatherTurns). */
+export const SYNCHRONOUS_GATHER_TURNS = 4;
+
 export interface GroupCommitOptions<Job> {
   /** A job's weight (its rows); a group holds jobs weighing `maxWeight` at most (a heavier job goes alone). */
   weigh: (job: Job) => number;
@@ -12,10 +15,13 @@ export interface GroupCommitOptions<Job> {
   maxInFlight: number;
   /**
    * Start a write a turn of the event loop after a job arrives, so that the jobs of every request read in that
-   * turn share it. For a synchronous driver (SQLite's): its write never yields to the event loop, so no job
-   * would ever arrive while one runs, and each would be written alone.
+   * turn share it, and another turn later while the last one brought jobs, up to this many turns. For a
+   * synchronous driver (SQLite's): its write never yields to the event loop, so no job would ever arrive while
+   * one runs, and each would be written alone. Under light load a job waits one turn.
    */
-  gatherTurn?: boolean;
+  gatherTurns?: number;
+  /** Runs `next` at the end of the event loop's turn (setImmediate); tests step turns by hand. */
+  endOfTurn?: (next: () => void) => void;
 }
 
 /**
@@ -43,15 +49,29 @@ export class GroupCommit<Job, Result> {
   submit(job: Job): Promise<Result> {
     return new Promise((resolve, reject) => {
       this.waiting.push({ job, resolve, reject });
-      if (!this.options.gatherTurn) this.startWrites();
-      else if (!this.gathering) {
-        this.gathering = true;
-        setImmediate(() => {
-          this.gathering = false;
-          this.startWrites();
-        });
-      }
+      if (!this.options.gatherTurns) this.startWrites();
+      else if (!this.gathering) this.gather(this.options.gatherTurns);
     });
+  }
+
+  private gather(turnsLeft: number): void {
+    this.gathering = true;
+    const before = this.waiting.length;
+    (this.options.endOfTurn ?? setImmediate)(() => {
+      const more = this.waiting.length > before;
+      if (more && turnsLeft > 1 && this.waitingWeight() < this.options.maxWeight) {
+        this.gather(turnsLeft - 1);
+        return;
+      }
+      this.gathering = false;
+      this.startWrites();
+    });
+  }
+
+  private waitingWeight(): number {
+    let weight = 0;
+    for (const waiting of this.waiting) weight += this.options.weigh(waiting.job);
+    return weight;
   }
 
   private startWrites(): void {

@@ -27,8 +27,8 @@ export interface GrantWriterOptions {
   /** Transactions writing at once; grants arriving meanwhile wait and are written together. */
   maxInFlight?: number;
   maxBatch?: number;
-  /** See GroupCommitOptions.gatherTurn. */
-  gatherTurn?: boolean;
+  /** See GroupCommitOptions.gatherTurns. */
+  gatherTurns?: number;
 }
 
 /**
@@ -45,7 +45,7 @@ export class GrantWriter {
       weigh: () => 1,
       maxWeight: options.maxBatch ?? 500,
       maxInFlight: options.maxInFlight ?? 2,
-      gatherTurn: options.gatherTurn,
+      gatherTurns: options.gatherTurns,
     });
   }
 

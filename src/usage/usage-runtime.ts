@@ -3,6 +3,7 @@ import type { LiveSessions } from "../licensing/live-session.js";
 import type { Clock } from "../platform/clock.js";
 import type { Coordinator } from "../platform/coordinator.js";
 import { dialectOf } from "../platform/database.js";
+import { SYNCHRONOUS_GATHER_TURNS } from "../platform/group-commit.js";
 import type { InvalidationBus } from "../platform/invalidation-bus.js";
 import type { Logger } from "../platform/logger.js";
 import type { Outbox } from "../webhooks/outbox.js";
@@ -44,7 +45,7 @@ export async function createUsage(options: {
     statusEvents,
     logger,
     maxInFlight: onMysql ? 2 : 1,
-    gatherTurn: !onMysql,
+    gatherTurns: onMysql ? undefined : SYNCHRONOUS_GATHER_TURNS,
   });
   const dependencies: UsageDependencies = {
     dataSource,

@@ -89,14 +89,14 @@ test("with two write slots, two jobs are written at once and the jobs arriving m
   t.deepEqual(await Promise.all(all), [10, 20, 30, 40, 50]);
 });
 
-test("with gatherTurn, jobs submitted in one turn of the event loop share a write even when none is in flight", async (t) => {
+test("with gatherTurns, jobs submitted in one turn of the event loop share a write even when none is in flight", async (t) => {
   const groupsWritten: number[][] = [];
   // A write that never yields before it finishes, as SQLite's driver does.
   const write = async (jobs: number[]) => {
     groupsWritten.push(jobs);
     return jobs.map((job) => job * 10);
   };
-  const gathering = new GroupCommit(write, { weigh: () => 1, maxWeight: 100, maxInFlight: 1, gatherTurn: true });
+  const gathering = new GroupCommit(write, { weigh: () => 1, maxWeight: 100, maxInFlight: 1, gatherTurns: 1 });
   t.deepEqual(await Promise.all([1, 2, 3].map((job) => gathering.submit(job))), [10, 20, 30]);
   t.deepEqual(groupsWritten, [[1, 2, 3]]);
   t.deepEqual(await gathering.submit(4), 40, "a job alone in its turn is written alone");
@@ -106,4 +106,47 @@ test("with gatherTurn, jobs submitted in one turn of the event loop share a writ
   const eager = new GroupCommit(write, { weigh: () => 1, maxWeight: 100, maxInFlight: 1 });
   await Promise.all([1, 2, 3].map((job) => eager.submit(job)));
   t.deepEqual(groupsWritten, [[1], [2, 3]], "without it the first job is written at once, alone");
+});
+
+/** Turns stepped by hand: what the group commit runs at the end of a turn waits until `endTurn`. */
+function manualTurns() {
+  const queued: (() => void)[] = [];
+  return {
+    endOfTurn: (next: () => void) => queued.push(next),
+    endTurn: () => {
+      for (const next of queued.splice(0)) next();
+    },
+  };
+}
+
+test("a group keeps gathering while each turn brings jobs, up to gatherTurns turns or its weight", async (t) => {
+  const groupsWritten: number[][] = [];
+  const write = async (jobs: number[]) => {
+    groupsWritten.push(jobs);
+    return jobs.map((job) => job * 10);
+  };
+  const turns = manualTurns();
+  const options = { weigh: () => 1, maxInFlight: 1, gatherTurns: 3, endOfTurn: turns.endOfTurn };
+  const upToThree = new GroupCommit(write, { ...options, maxWeight: 100 });
+  const answers = [upToThree.submit(1), upToThree.submit(2)];
+  turns.endTurn();
+  answers.push(upToThree.submit(3));
+  turns.endTurn();
+  answers.push(upToThree.submit(4));
+  turns.endTurn();
+  t.deepEqual(groupsWritten, [[1, 2, 3, 4]], "three turns, each bringing jobs, share one write");
+  answers.push(upToThree.submit(5));
+  turns.endTurn();
+  t.deepEqual(await Promise.all(answers), [10, 20, 30, 40, 50]);
+  t.deepEqual(groupsWritten, [[1, 2, 3, 4], [5]], "a turn that brings nothing more ends the gathering");
+
+  groupsWritten.length = 0;
+  const light = new GroupCommit(write, { ...options, maxWeight: 2 });
+  const lightAnswers = [light.submit(1), light.submit(2)];
+  turns.endTurn();
+  t.deepEqual(groupsWritten, [[1, 2]], "a group as heavy as it may be is written without another turn");
+  lightAnswers.push(light.submit(3));
+  turns.endTurn();
+  await Promise.all(lightAnswers);
+  t.deepEqual(groupsWritten, [[1, 2], [3]]);
 });
