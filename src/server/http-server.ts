@@ -48,13 +48,14 @@ export async function listen(handler: RequestHandler, options: ListenOptions): P
     recordClientAddress(request, options.trustedProxies);
     inFlight++;
     if (draining && "shouldKeepAlive" in response) response.shouldKeepAlive = false;
-    const whenClosed = handler(request, response);
-    // One listener per response ("close" is emitted once, on a later tick): once() costs a wrapper each.
+    let whenClosed: (() => void) | undefined;
+    // One listener per response ("close" is emitted once): once() costs a wrapper each.
     response.on("close", () => {
       inFlight--;
       whenClosed?.();
       if (draining && inFlight === 0) drained?.();
     });
+    whenClosed = handler(request, response);
   };
 
   const timeouts = options.timeouts ?? HTTP1_TIMEOUTS;
