@@ -14,15 +14,24 @@ export function errorInterceptor(logger: Logger): Interceptor {
     try {
       return await next(request);
     } catch (error) {
-      if (error instanceof DomainError) throw toConnectError(error);
-      if (error instanceof ConnectError) throw error;
-      logger.error(
-        { err: error, requestId: request.header.get("x-request-id"), procedure: request.method.name },
-        "unhandled error in RPC",
-      );
-      throw new ConnectError("internal error", Code.Internal);
+      throw connectErrorOf(error, logger, {
+        requestId: request.header.get("x-request-id"),
+        procedure: request.method.name,
+      });
     }
   };
+}
+
+/** An RPC's failure as every protocol answers it; anything unexpected is logged and becomes `internal`. */
+export function connectErrorOf(
+  error: unknown,
+  logger: Logger,
+  where: { requestId: string | null | undefined; procedure: string },
+): ConnectError {
+  if (error instanceof DomainError) return toConnectError(error);
+  if (error instanceof ConnectError) return error;
+  logger.error({ err: error, ...where }, "unhandled error in RPC");
+  return new ConnectError("internal error", Code.Internal);
 }
 
 export function toConnectError(error: DomainError): ConnectError {

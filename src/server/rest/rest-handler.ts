@@ -1,12 +1,12 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import type { DescMethod, JsonObject, Message } from "@bufbuild/protobuf";
-import { Code, ConnectError, createContextValues } from "@connectrpc/connect";
+import { ConnectError, createContextValues } from "@connectrpc/connect";
 import { authorizedCallerKey, type Caller } from "../../auth/auth-interceptor.js";
 import { DomainError } from "../../platform/errors.js";
 import type { Logger } from "../../platform/logger.js";
 import { clientAddressKey, clientAddressOf } from "../client-address.js";
-import { toConnectError } from "../error-interceptor.js";
+import { connectErrorOf, toConnectError } from "../error-interceptor.js";
 import { type Problem, problemFromConnectError, writeJsonText, writeProblem } from "../http-responses.js";
 import type { InProcessCall } from "../in-process-rpc.js";
 import { httpStatusOf } from "../problem-mapping.js";
@@ -151,17 +151,15 @@ async function answerFast(
   try {
     writeJsonText(response, 200, await responseText(route, await answer()));
   } catch (error) {
-    writeError(response, fastFailure(error, call.logger, fast.method.name), call.instance);
+    const where = { requestId: incomingRequestId(request), procedure: fast.method.name };
+    writeError(response, connectErrorOf(error, call.logger, where), call.instance);
   }
   return true;
 }
 
-/** A fast answer's failure as the full pipeline's error interceptor turns it into a Connect error. */
-function fastFailure(error: unknown, logger: Logger, procedure: string): ConnectError {
-  if (error instanceof DomainError) return toConnectError(error);
-  if (error instanceof ConnectError) return error;
-  logger.error({ err: error, procedure }, "unhandled error in RPC");
-  return new ConnectError("internal error", Code.Internal);
+function incomingRequestId(request: NodeRequest): string | undefined {
+  const id = request.headers["x-request-id"];
+  return typeof id === "string" ? id : undefined;
 }
 
 const NO_QUERY = new URLSearchParams();
