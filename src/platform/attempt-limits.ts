@@ -1,4 +1,5 @@
 import { isRateLimited, type RateLimiter } from "./coordinator.js";
+import { GroupCommit } from "./group-commit.js";
 
 /**
  * A success is given back to its window only while this much of the window is left: given back after the
@@ -53,39 +54,45 @@ export async function countAttempt(
   };
 }
 
-interface PendingGiveBack {
-  points: number;
-  sent: Promise<void>;
+interface GiveBack {
+  subject: string;
+  warn: (error: unknown) => void;
 }
 
-const pendingGiveBacks = new WeakMap<RateLimiter, Map<string, PendingGiveBack>>();
+const giveBacksByLimiter = new WeakMap<RateLimiter, GroupCommit<GiveBack, undefined>>();
 
 /**
- * Gives one point back to `subject`. The give-backs of one event-loop turn to the same subject travel as one
- * command: busy addresses (a NAT, a build farm) cost one Redis round trip an attempt, not two. A point given back a
- * turn late keeps the limit a turn stricter, never looser.
+ * Gives one point back to `subject`. The give-backs of one event-loop turn travel together, one command per
+ * subject: busy addresses (a NAT, a build farm) cost one Redis round trip an attempt, not two. A point given back
+ * a turn late keeps the limit a turn stricter, never looser.
  */
 function giveBack(limiter: RateLimiter, subject: string, warn: (error: unknown) => void): Promise<void> {
-  let bySubject = pendingGiveBacks.get(limiter);
-  if (!bySubject) {
-    bySubject = new Map();
-    pendingGiveBacks.set(limiter, bySubject);
+  let giveBacks = giveBacksByLimiter.get(limiter);
+  if (!giveBacks) {
+    giveBacks = new GroupCommit((jobs) => rewardTogether(limiter, jobs), {
+      weigh: () => 1,
+      maxWeight: Number.POSITIVE_INFINITY,
+      maxInFlight: Number.POSITIVE_INFINITY,
+      gatherTurns: 1,
+    });
+    giveBacksByLimiter.set(limiter, giveBacks);
   }
-  const pending = bySubject.get(subject);
-  if (pending) {
-    pending.points++;
-    return pending.sent;
+  return giveBacks.submit({ subject, warn });
+}
+
+async function rewardTogether(limiter: RateLimiter, jobs: GiveBack[]): Promise<undefined[]> {
+  const bySubject = new Map<string, GiveBack[]>();
+  for (const job of jobs) {
+    const given = bySubject.get(job.subject);
+    if (given) given.push(job);
+    else bySubject.set(job.subject, [job]);
   }
-  const subjects = bySubject;
-  const batch: PendingGiveBack = { points: 1, sent: Promise.resolve() };
-  batch.sent = new Promise<void>((resolve) => setImmediate(resolve))
-    .then(() => {
-      subjects.delete(subject);
-      return limiter.reward(subject, batch.points);
-    })
-    .then(() => undefined, warn);
-  subjects.set(subject, batch);
-  return batch.sent;
+  await Promise.all(
+    [...bySubject].map(([subject, given]) =>
+      limiter.reward(subject, given.length).then(() => undefined, given[0].warn),
+    ),
+  );
+  return jobs.map(() => undefined);
 }
 
 /** Counts one request against `key`, throwing RateLimited beyond the limit; unlimited (and `warn`) without Redis. */
