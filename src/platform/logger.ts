@@ -1,4 +1,5 @@
 import pino from "pino";
+import { jsonText } from "./json-text.js";
 
 export type Logger = pino.Logger;
 
@@ -133,7 +134,21 @@ export function createLogger(level: string, destination?: pino.DestinationStream
 
 /** `"name":"value",`, or nothing when there is no value (as pino leaves out undefined fields). */
 function textField(name: string, value: string | undefined): string {
-  return value === undefined ? "" : `"${name}":${JSON.stringify(value)},`;
+  return value === undefined ? "" : `"${name}":${jsonText(value)},`;
+}
+
+/** The current time as pino's isoTime writes it, formatted once per millisecond. */
+function isoTimeOfNow(): () => string {
+  let formattedAt = Number.NaN;
+  let formatted = "";
+  return () => {
+    const now = Date.now();
+    if (now !== formattedAt) {
+      formattedAt = now;
+      formatted = new Date(now).toISOString();
+    }
+    return formatted;
+  };
 }
 
 /** What the one line written per request says. */
@@ -143,6 +158,7 @@ export interface RequestRecord {
   path: string | undefined;
   status: number;
   httpVersion: string;
+  /** Written to the microsecond. */
   durationMs: number;
 }
 
@@ -158,13 +174,15 @@ export function requestLogOf(logger: Logger): (record: RequestRecord) => void {
     destination instanceof RequestLineBatching
       ? (line: string) => destination.writeRequestLine(line)
       : (line: string) => destination.write(line);
+  const isoTime = isoTimeOfNow();
   return (record) => {
     if (!logger.isLevelEnabled("info")) return;
     write(
-      `{"level":"info","time":"${new Date().toISOString()}","service":${service},` +
-        `"requestId":${JSON.stringify(record.requestId)},${textField("method", record.method)}` +
+      `{"level":"info","time":"${isoTime()}","service":${service},` +
+        `"requestId":${jsonText(record.requestId)},${textField("method", record.method)}` +
         `${textField("path", record.path)}"status":${record.status},` +
-        `"httpVersion":${JSON.stringify(record.httpVersion)},"durationMs":${record.durationMs},"msg":"request"}\n`,
+        `"httpVersion":${jsonText(record.httpVersion)},"durationMs":${Math.round(record.durationMs * 1000) / 1000},` +
+        `"msg":"request"}\n`,
     );
   };
 }

@@ -22,12 +22,16 @@ export function writeJson(response: NodeResponse, status: number, body: JsonValu
   writeJsonText(response, status, JSON.stringify(body));
 }
 
-/** Writes JSON already serialized. */
+/**
+ * Writes JSON already serialized. The body goes as a Buffer: Node sends a string body by joining it to the
+ * header text first, which cost the hot paths (check-in, pre-allocation) measurably more per answer.
+ */
 export function writeJsonText(response: NodeResponse, status: number, text: string): void {
+  const body = Buffer.from(text);
   response.statusCode = status;
   response.setHeader("Content-Type", "application/json; charset=utf-8");
-  response.setHeader("Content-Length", Buffer.byteLength(text));
-  response.end(text);
+  response.setHeader("Content-Length", body.length);
+  response.end(body);
 }
 
 /** Writes an RFC 9457 problem record. */

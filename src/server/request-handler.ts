@@ -70,7 +70,7 @@ function ensureAuthority(request: NodeRequest): void {
 export function createRequestHandler(parts: RequestHandlerParts): RequestHandler {
   const logRequest = requestLogOf(parts.logger);
   return (request, response) => {
-    const started = process.hrtime.bigint();
+    const started = performance.now();
     const offered = request.headers["x-request-id"];
     const requestId = typeof offered === "string" && REQUEST_ID.test(offered) ? offered : randomUUID();
     request.headers["x-request-id"] = requestId;
@@ -85,7 +85,7 @@ export function createRequestHandler(parts: RequestHandlerParts): RequestHandler
         // Nothing was sent when the connection closed first: 499, the client closed the request.
         status: response.headersSent ? response.statusCode : CLIENT_CLOSED_REQUEST,
         httpVersion: request.httpVersion,
-        durationMs: Number(process.hrtime.bigint() - started) / 1e6,
+        durationMs: performance.now() - started,
       });
   };
 }

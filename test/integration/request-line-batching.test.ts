@@ -39,6 +39,22 @@ test("request lines are held and written together; a record written meanwhile ca
   );
 });
 
+test("a request line holds its fields exactly, whatever the path holds, and its duration to the microsecond", (t) => {
+  const { writes, destination } = capture();
+  const batching = new RequestLineBatching(destination);
+  const logRequest = requestLogOf(createLogger("info", batching));
+  const path = '/api/"quoted"/back\\slash/\u0001/\ud800/😀';
+  logRequest({ ...requestRecord("awkward"), path, durationMs: 1.23456789 });
+  batching.flushSync();
+  const [line] = linesOf(writes);
+  t.is(line.path, path);
+  t.is(line.requestId, "awkward");
+  t.is(line.durationMs, 1.235);
+  t.is(line.httpVersion, "1.1");
+  t.is(typeof line.time, "string");
+  t.true(Math.abs(Date.parse(line.time as string) - Date.now()) < 5000);
+});
+
 test("request lines pending on their own are written within about 100 ms", async (t) => {
   const { writes, destination } = capture();
   const logRequest = requestLogOf(createLogger("info", new RequestLineBatching(destination)));

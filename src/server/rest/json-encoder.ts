@@ -10,6 +10,7 @@ import {
 } from "@bufbuild/protobuf";
 import { base64Encode } from "@bufbuild/protobuf/wire";
 import { isWrapperDesc } from "@bufbuild/protobuf/wkt";
+import { jsonText } from "../../platform/json-text.js";
 import { encodeResponse } from "./json-codec.js";
 import { durationText, type Span, timestampText } from "./well-known-text.js";
 
@@ -34,9 +35,6 @@ interface MessageEncoder {
 const DURATION = "google.protobuf.Duration";
 const TIMESTAMP = "google.protobuf.Timestamp";
 const STRUCT = "google.protobuf.Struct";
-/** Characters JSON.stringify escapes, and surrogates, which it escapes when unpaired. */
-// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what JSON must escape
-const NEEDS_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/;
 /** Presence of a proto3 scalar without `optional`: it is always written. */
 const IMPLICIT = 2;
 
@@ -230,7 +228,7 @@ function scalarWriter(field: DescField, type: ScalarType): Write {
   };
   switch (type) {
     case ScalarType.STRING:
-      return (value) => (typeof value === "string" ? stringText(value) : fail(value));
+      return (value) => (typeof value === "string" ? jsonText(value) : fail(value));
     case ScalarType.BOOL:
       return (value) => (typeof value === "boolean" ? (value ? "true" : "false") : fail(value));
     case ScalarType.DOUBLE:
@@ -245,7 +243,7 @@ function scalarWriter(field: DescField, type: ScalarType): Write {
     case ScalarType.FIXED64:
       return (value) => {
         if (typeof value === "bigint") return `"${value}"`;
-        if (typeof value === "string") return stringText(value);
+        if (typeof value === "string") return jsonText(value);
         return typeof value === "number" && Number.isInteger(value) ? `"${value}"` : fail(value);
       };
     default:
@@ -259,11 +257,6 @@ function enumWriter(field: DescField, descriptor: DescEnum): Write {
     if (typeof value !== "number") throw new Error(`cannot encode ${field} to JSON: unexpected ${typeof value}`);
     return isNull ? "null" : numberText(value);
   };
-}
-
-/** JSON.stringify of a string, which is only needed for quotes, backslashes, controls and surrogates. */
-function stringText(value: string): string {
-  return NEEDS_ESCAPE.test(value) ? JSON.stringify(value) : `"${value}"`;
 }
 
 /** JSON.stringify of a number: NaN and the infinities are null. */
