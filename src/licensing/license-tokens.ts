@@ -22,6 +22,8 @@ export const LICENSE_TOKEN_CACHE_SIZE = 100_000;
 
 export class LicenseTokens {
   private readonly verified: VerifiedTokenCache<LicenseClaims>;
+  /** Verifications under way, by token: requests bringing one token at once share its check. */
+  private readonly verifying = new Map<string, Promise<LicenseClaims>>();
   private checks = 0;
 
   constructor(
@@ -53,11 +55,24 @@ export class LicenseTokens {
     return this.verified.get(token, this.clock.now().getTime());
   }
 
-  /** The claims of a token accepted now; an `unauthenticated` DomainError (never quoting the token) otherwise. */
+  /**
+   * The claims of a token accepted now; an `unauthenticated` DomainError (never quoting the token) otherwise.
+   * Requests that bring a token not seen yet at once (an application's first calls, an instance just started)
+   * wait for one check of its signature.
+   */
   async verify(token: string): Promise<LicenseClaims> {
     const nowMs = this.clock.now().getTime();
     const remembered = this.verified.get(token, nowMs);
     if (remembered) return remembered;
+    let verifying = this.verifying.get(token);
+    if (!verifying) {
+      verifying = this.verifyAndRemember(token, nowMs).finally(() => this.verifying.delete(token));
+      this.verifying.set(token, verifying);
+    }
+    return verifying;
+  }
+
+  private async verifyAndRemember(token: string, nowMs: number): Promise<LicenseClaims> {
     const claims = await this.verifySigned(token);
     if (nowMs + CLOCK_SKEW_SECONDS * 1000 < claims.notBefore.getTime())
       throw refused("the license token is not valid yet");

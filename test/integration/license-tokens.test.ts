@@ -214,6 +214,20 @@ for (const kind of KINDS) {
     t.is(tokens.signatureChecks, 4, "a refused token is never remembered");
   });
 
+  test(`${kind}: requests bringing a token not seen yet at once share one signature check`, async (t) => {
+    const { tokens, clock } = await setup(t);
+    const token = await tokens.sign(claimsFor(randomUUID(), clock));
+    const answers = await Promise.all(Array.from({ length: 32 }, () => tokens.verify(token)));
+    t.is(tokens.signatureChecks, 1);
+    for (const claims of answers) t.is(claims, answers[0]);
+    const forged = withPayload(token, { ...licensePayload(answers[0]), trl: true });
+    const refusals = await Promise.allSettled(Array.from({ length: 8 }, () => tokens.verify(forged)));
+    t.true(refusals.every((settled) => settled.status === "rejected"));
+    t.is(tokens.signatureChecks, 2, "the forged token's eight requests shared one check");
+    await refusal(t, tokens.verify(forged), forged);
+    t.is(tokens.signatureChecks, 3, "a refusal is not remembered once its check is over");
+  });
+
   test(`${kind}: keys persist across a restart, and tokens signed before it still verify`, async (t) => {
     const { database, dataSource, keys, tokens, clock, keyEncryptionKey } = await setup(t);
     const providerId = randomUUID();
