@@ -8,36 +8,14 @@
  * request at a fixed pace moves far less: a change to the service shows as a few percent here.
  */
 import { besideBare } from "./bare-process.js";
-import { seedCatalog } from "./catalog-fixture.js";
 import type { HttpTarget } from "./http-load.js";
-import { licensingTargets, onEverySession, seedLicensing } from "./licensing-fixture.js";
 import { drivePaced } from "./paced-load.js";
 import { cpuSecondsOf, killChildren } from "./processes.js";
-import { type Mode, median, type RunningProvision } from "./provision-server.js";
-import { recordHttp } from "./replies.js";
-import { preallocateTarget, seedUsage } from "./usage-fixture.js";
+import { type Mode, median } from "./provision-server.js";
+import { singlePathOf } from "./single-path-targets.js";
 
 const [pathName = "checkIn", mode = "mysql", rate = "3000", rounds = "5"] = process.argv.slice(2);
-const HEALTHZ = { name: "/healthz", method: "GET" as const, path: "/healthz", headers: {}, paths: ["/healthz"] };
 const WINDOW_SECONDS = 2;
-
-/** The path's target (seeding what it needs) and the answers the bare server replays for it. */
-async function targetOf(provision: RunningProvision) {
-  let target: HttpTarget & { paths: string[] } = HEALTHZ;
-  if (pathName === "checkIn") {
-    const fixture = await seedCatalog(provision.baseUrl, provision.admin);
-    target = licensingTargets(await seedLicensing(provision.baseUrl, fixture.authorization, fixture.productId)).checkIn;
-  } else if (pathName === "preallocate") {
-    target = preallocateTarget(await seedUsage(provision.baseUrl, provision.admin)).target;
-  } else if (pathName !== "healthz") {
-    throw new Error(`unknown path ${pathName}: checkIn, healthz or preallocate`);
-  }
-  const healthz = await recordHttp(provision.baseUrl, HEALTHZ);
-  return {
-    target,
-    replies: { "GET /healthz": healthz, ...onEverySession(target, await recordHttp(provision.baseUrl, target)) },
-  };
-}
 
 /** CPU microseconds `pid` used per request while `url` was sent the target at the pace. */
 async function microsecondsPerRequest(url: string, pid: number, target: HttpTarget): Promise<number> {
@@ -49,7 +27,7 @@ async function microsecondsPerRequest(url: string, pid: number, target: HttpTarg
 }
 
 async function main() {
-  await besideBare(mode as Mode, targetOf, async (provision, bare, { target }) => {
+  await besideBare(mode as Mode, singlePathOf(pathName), async (provision, bare, { target }) => {
     const sides = [
       { url: provision.baseUrl, pid: provision.child.pid ?? 0, figures: [] as number[] },
       { url: bare.url, pid: bare.pid, figures: [] as number[] },

@@ -81,6 +81,42 @@ function fileOf(url: string): string {
   return packageName ? `node_modules/${packageName}` : local;
 }
 
+/** A monotonic instant in microseconds, on the clock V8 stamps a CPU profile's samples with. */
+export function monotonicMicroseconds(): number {
+  return Number(process.hrtime.bigint() / 1000n);
+}
+
+/**
+ * The CPU microseconds per request each function (`by: "function"`) or file (`"file"`) took in a profile, over
+ * the samples between `fromUs` and `toUs` (monotonicMicroseconds instants) in which `requests` were answered;
+ * `(idle)` included.
+ */
+export function microsecondsPerRequest(
+  file: string,
+  window: { fromUs: number; toUs: number; requests: number },
+  by: "function" | "file",
+): Map<string, number> {
+  const profile = JSON.parse(fs.readFileSync(file, "utf8")) as CpuProfile & { startTime: number };
+  const byId = new Map(profile.nodes.map((node) => [node.id, node]));
+  const spent = new Map<string, number>();
+  let time = profile.startTime;
+  profile.samples.forEach((id, index) => {
+    time += profile.timeDeltas[index];
+    if (time < window.fromUs || time > window.toUs) return;
+    const leaf = byId.get(id) as ProfileNode;
+    const key = by === "function" ? functionOf(leaf) : fileOf(leaf.callFrame.url) || functionOf(leaf);
+    add(spent, key, profile.timeDeltas[index] / window.requests);
+  });
+  return spent;
+}
+
+/** The one profile a process started with `--cpu-prof-dir=folder` wrote there. */
+export function profileIn(folder: string, stderr: () => string): string {
+  const [profile] = fs.readdirSync(folder).filter((name) => name.endsWith(".cpuprofile"));
+  if (!profile) throw new Error(`no profile written: ${stderr()}`);
+  return path.join(folder, profile);
+}
+
 /** A new temporary folder for a profiled service to write its profile into (see profiledMain). */
 export function profileFolder(): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), "provision-profile-"));
@@ -98,8 +134,6 @@ export async function stopAndSummarize(
   const stopping = performance.now();
   await service.stop();
   const endedMsBeforeExit = (window.endedMsBeforeStop ?? 0) + performance.now() - stopping;
-  const [profile] = fs.readdirSync(folder).filter((name) => name.endsWith(".cpuprofile"));
-  if (!profile) throw new Error(`no profile written: ${service.stderr()}`);
-  const file = path.join(folder, profile);
+  const file = profileIn(folder, service.stderr);
   return { profile: file, ...summarizeProfile(file, { seconds: window.seconds, endedMsBeforeExit }) };
 }
