@@ -9,18 +9,10 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { build } from "esbuild";
+import { SERVICE_NODE_FLAGS } from "./service-node-flags.mjs";
 
 const BUNDLE = "dist/provision-bundle.cjs";
 const LOADER = "dist/provision.js";
-/**
- * The Node flags `npm start` gives the service (package.json's start script): the warm-up runs under them too, as
- * V8 takes a code cache only under the flags it was made with.
- */
-const SERVICE_FLAGS = /^exec node (.*?)\s*dist\/provision\.js$/
-  .exec(JSON.parse(fs.readFileSync("package.json", "utf8")).scripts.start)[1]
-  .split(" ")
-  .filter(Boolean);
-
 /** TypeORM requires every driver it supports by name; those not installed stay `require` calls that never run. */
 const ABSENT_OPTIONAL_MODULES = [
   "@google-cloud/spanner",
@@ -80,7 +72,7 @@ async function warmUp() {
     PORT: "0",
     HOST: "127.0.0.1",
   };
-  const child = spawn(process.execPath, [...SERVICE_FLAGS, LOADER], { env, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, [...SERVICE_NODE_FLAGS, LOADER], { env, stdio: ["ignore", "pipe", "pipe"] });
   let output = "";
   let asked = false;
   child.stdout.on("data", (chunk) => {

@@ -2,23 +2,15 @@ import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { SERVICE_NODE_FLAGS } from "../../scripts/service-node-flags.mjs";
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 const DIST = path.join(ROOT, "dist");
 /** What `npm start` runs: tsc's output bundled into one file (scripts/bundle.mjs). */
 export const COMPILED_MAIN = path.join(DIST, "provision.js");
-/**
- * The Node flags `npm start` runs the service with (package.json's start script, the one place they are set):
- * whatever starts the compiled service passes them too, as V8 takes the code cache only under the flags it was
- * made with.
- */
-export const SERVICE_NODE_FLAGS: string[] = (
-  /^exec node (.*?)\s*dist\/provision\.js$/.exec(
-    JSON.parse(fs.readFileSync(path.join(ROOT, "package.json"), "utf8")).scripts.start,
-  )?.[1] ?? ""
-)
-  .split(" ")
-  .filter(Boolean);
+/** The flags `npm start` gives the service (scripts/service-node-flags.mjs reads them from package.json). */
+export { SERVICE_NODE_FLAGS };
+
 const SOURCES = ["src", "gen"];
 const CONFIGS = ["tsconfig.json", "tsconfig.build.json"];
 /** Written after each build; its mtime is when that build started. */
