@@ -26,22 +26,16 @@ export interface Share {
  * package, self and total. The window is the `seconds` that ended `endedMsBeforeExit` before the profile did.
  */
 export function summarizeProfile(file: string, window: { seconds: number; endedMsBeforeExit: number }, top = 20) {
-  const profile = JSON.parse(fs.readFileSync(file, "utf8")) as CpuProfile;
+  const profile = readProfile(file);
   const parentOf = new Map<number, ProfileNode>();
-  const byId = new Map(profile.nodes.map((node) => [node.id, node]));
   for (const node of profile.nodes) for (const child of node.children ?? []) parentOf.set(child, node);
-  const to = profile.endTime - window.endedMsBeforeExit * 1000;
-  const from = to - window.seconds * 1_000_000;
+  const toUs = profile.endTime - window.endedMsBeforeExit * 1000;
   const self = new Map<string, number>();
   const selfByFile = new Map<string, number>();
   const total = new Map<string, number>();
   let samples = 0;
-  let time = profile.endTime - profile.timeDeltas.reduce((sum, delta) => sum + delta, 0);
-  profile.samples.forEach((id, index) => {
-    time += profile.timeDeltas[index];
-    if (time < from || time > to) return;
+  forEachSample(profile, { fromUs: toUs - window.seconds * 1_000_000, toUs }, (leaf) => {
     samples++;
-    const leaf = byId.get(id) as ProfileNode;
     add(self, functionOf(leaf), 1);
     add(selfByFile, fileOf(leaf.callFrame.url) || functionOf(leaf), 1);
     // A function counts once per sample however often it recurs on the stack.
@@ -62,6 +56,24 @@ export function summarizeProfile(file: string, window: { seconds: number; endedM
     /** Total (self + callees) of the service's own functions: which of its steps the time goes under. */
     totalOfOwnFunctions: ranked(total, (name) => name.includes(" src/")),
   };
+}
+
+function readProfile(file: string): CpuProfile {
+  return JSON.parse(fs.readFileSync(file, "utf8")) as CpuProfile;
+}
+
+/** Calls `visit` with the leaf node and the duration (µs) of each sample taken between `fromUs` and `toUs`. */
+function forEachSample(
+  profile: CpuProfile,
+  window: { fromUs: number; toUs: number },
+  visit: (leaf: ProfileNode, microseconds: number) => void,
+): void {
+  const byId = new Map(profile.nodes.map((node) => [node.id, node]));
+  let time = profile.endTime - profile.timeDeltas.reduce((sum, delta) => sum + delta, 0);
+  profile.samples.forEach((id, index) => {
+    time += profile.timeDeltas[index];
+    if (time >= window.fromUs && time <= window.toUs) visit(byId.get(id) as ProfileNode, profile.timeDeltas[index]);
+  });
 }
 
 function add(shares: Map<string, number>, key: string, hits: number) {
@@ -87,27 +99,18 @@ export function monotonicMicroseconds(): number {
 }
 
 /**
- * The CPU microseconds per request each function (`by: "function"`) or file (`"file"`) took in a profile, over
- * the samples between `fromUs` and `toUs` (monotonicMicroseconds instants) in which `requests` were answered;
- * `(idle)` included.
+ * The CPU microseconds per request each function and each file took in a profile, over the samples between
+ * `fromUs` and `toUs` (monotonicMicroseconds instants) in which `requests` were answered; `(idle)` included.
  */
-export function microsecondsPerRequest(
-  file: string,
-  window: { fromUs: number; toUs: number; requests: number },
-  by: "function" | "file",
-): Map<string, number> {
-  const profile = JSON.parse(fs.readFileSync(file, "utf8")) as CpuProfile & { startTime: number };
-  const byId = new Map(profile.nodes.map((node) => [node.id, node]));
-  const spent = new Map<string, number>();
-  let time = profile.startTime;
-  profile.samples.forEach((id, index) => {
-    time += profile.timeDeltas[index];
-    if (time < window.fromUs || time > window.toUs) return;
-    const leaf = byId.get(id) as ProfileNode;
-    const key = by === "function" ? functionOf(leaf) : fileOf(leaf.callFrame.url) || functionOf(leaf);
-    add(spent, key, profile.timeDeltas[index] / window.requests);
+export function microsecondsPerRequest(file: string, window: { fromUs: number; toUs: number; requests: number }) {
+  const byFunction = new Map<string, number>();
+  const byFile = new Map<string, number>();
+  forEachSample(readProfile(file), window, (leaf, microseconds) => {
+    const perRequest = microseconds / window.requests;
+    add(byFunction, functionOf(leaf), perRequest);
+    add(byFile, fileOf(leaf.callFrame.url) || functionOf(leaf), perRequest);
   });
-  return spent;
+  return { byFunction, byFile };
 }
 
 /** The one profile a process started with `--cpu-prof-dir=folder` wrote there. */

@@ -35,13 +35,12 @@ async function drive(url: string, target: HttpTarget, side: Side): Promise<void>
   side.window = { fromUs, toUs: monotonicMicroseconds() };
 }
 
-function perRequest(side: Side, by: "function" | "file"): Map<string, number> {
+function perRequest(side: Side) {
   const { figures, window } = side as Required<Side>;
   const requests = (figures.requestsPerSecond * (window.toUs - window.fromUs)) / 1e6;
   return microsecondsPerRequest(
     profileIn(side.folder, () => ""),
     { ...window, requests },
-    by,
   );
 }
 
@@ -74,9 +73,8 @@ async function main() {
     },
     { service: service.folder, bare: bare.folder },
   );
-  const [ourFunctions, bareFunctions] = [service, bare].map((side) => perRequest(side, "function"));
-  const [ourFiles, bareFiles] = [service, bare].map((side) => perRequest(side, "file"));
-  const busyMicroseconds = { service: busy(ourFunctions), bare: busy(bareFunctions) };
+  const [ours, theirs] = [service, bare].map(perRequest);
+  const busyMicroseconds = { service: busy(ours.byFunction), bare: busy(theirs.byFunction) };
   console.log(
     JSON.stringify(
       {
@@ -85,8 +83,8 @@ async function main() {
         requestsPerSecond: { service: service.figures?.requestsPerSecond, bare: bare.figures?.requestsPerSecond },
         busyMicroseconds: { service: Math.round(busyMicroseconds.service), bare: Math.round(busyMicroseconds.bare) },
         busyRatio: Number((busyMicroseconds.bare / busyMicroseconds.service).toFixed(3)),
-        byFile: largestDifferences(ourFiles, bareFiles, 25),
-        byFunction: largestDifferences(ourFunctions, bareFunctions, 40),
+        byFile: largestDifferences(ours.byFile, theirs.byFile, 25),
+        byFunction: largestDifferences(ours.byFunction, theirs.byFunction, 40),
         profiles: [service.folder, bare.folder],
       },
       null,

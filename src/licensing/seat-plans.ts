@@ -14,7 +14,7 @@ const PLANS_KEPT = 10_000;
 /**
  * The seat plan each code's last activation on this instance found under its locks. The next activation with
  * the code sends that plan's seat reads with its locking reads, in one round trip instead of two, and keeps
- * * their results only if the rows it locked call for the same reads (see `seatResults` in activation.ts).
+ * their results only if the rows it locked call for the same reads (see `seatResults` in activation.ts).
  */
 export class SeatPlans {
   private readonly byCodeKey = new Map<string, SeatPlan>();

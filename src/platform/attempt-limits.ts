@@ -81,16 +81,14 @@ function giveBack(limiter: RateLimiter, subject: string, warn: (error: unknown) 
 }
 
 async function rewardTogether(limiter: RateLimiter, jobs: GiveBack[]): Promise<undefined[]> {
-  const bySubject = new Map<string, GiveBack[]>();
-  for (const job of jobs) {
-    const given = bySubject.get(job.subject);
-    if (given) given.push(job);
-    else bySubject.set(job.subject, [job]);
+  const bySubject = new Map<string, { points: number; warn: GiveBack["warn"] }>();
+  for (const { subject, warn } of jobs) {
+    const given = bySubject.get(subject);
+    if (given) given.points++;
+    else bySubject.set(subject, { points: 1, warn });
   }
   await Promise.all(
-    [...bySubject].map(([subject, given]) =>
-      limiter.reward(subject, given.length).then(() => undefined, given[0].warn),
-    ),
+    [...bySubject].map(([subject, { points, warn }]) => limiter.reward(subject, points).then(() => undefined, warn)),
   );
   return jobs.map(() => undefined);
 }

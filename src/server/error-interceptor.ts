@@ -26,7 +26,7 @@ export function errorInterceptor(logger: Logger): Interceptor {
 export function connectErrorOf(
   error: unknown,
   logger: Logger,
-  where: { requestId: string | null | undefined; procedure: string },
+  where: { requestId: string | string[] | null | undefined; procedure: string },
 ): ConnectError {
   if (error instanceof DomainError) return toConnectError(error);
   if (error instanceof ConnectError) return error;

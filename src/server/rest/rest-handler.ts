@@ -151,15 +151,10 @@ async function answerFast(
   try {
     writeJsonText(response, 200, await responseText(route, await answer()));
   } catch (error) {
-    const where = { requestId: incomingRequestId(request), procedure: fast.method.name };
+    const where = { requestId: request.headers["x-request-id"], procedure: fast.method.name };
     writeError(response, connectErrorOf(error, call.logger, where), call.instance);
   }
   return true;
-}
-
-function incomingRequestId(request: NodeRequest): string | undefined {
-  const id = request.headers["x-request-id"];
-  return typeof id === "string" ? id : undefined;
 }
 
 const NO_QUERY = new URLSearchParams();
