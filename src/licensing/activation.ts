@@ -35,6 +35,7 @@ import {
 import type { ClientHostNames } from "./client-host-names.js";
 import { type EntitlementFeatureRow, type EntitlementRow, type LicenseSessionRow, SESSION_STATE } from "./entities.js";
 import { activatedEvent } from "./entitlement-events.js";
+import type { EntitlementFeatureCache } from "./entitlement-feature-cache.js";
 import { policyText } from "./entitlement-mapper.js";
 import { fingerprintHash } from "./license-claims.js";
 import { endsAfterFirstActivation } from "./license-ends.js";
@@ -65,6 +66,8 @@ export interface ActivationDependencies {
   guesses: ActivationGuesses;
   /** What each code's activations read for their seat, sent with the locking reads of the next one. */
   seatPlans: SeatPlans;
+  /** The features each entitlement's last activation read, by revision: not read again while it holds. */
+  entitlementFeatures: EntitlementFeatureCache;
 }
 
 /** The fields ActivateLicense and ActivateJwt share. */
@@ -227,16 +230,24 @@ async function activateInTransaction(
   const event = entitlement.isTemplate
     ? []
     : [deps.events.appendStatement([activatedEvent(entitlement, session, replaced)])];
+  const kept = deps.entitlementFeatures.get(entitlement.id, entitlement.revision);
   const written = await transaction.commitWith([
     ...seatRows,
     ...trialStart,
     store.recordCodeUseStatement(code.id, ask.acceptLicenseTerms, now),
     store.insertSessionStatement(session),
     ...event,
-    store.entitlementFeaturesStatement(entitlement.id),
+    ...(kept ? [] : [store.entitlementFeaturesStatement(entitlement.id)]),
   ]);
-  const features = store.featuresOf(written[written.length - 1]);
+  const features = kept ?? readFeatures(deps, entitlement, written[written.length - 1]);
   return { session, entitlement, facts, features, trial, replaced, trialStarted: trialStart.length > 0 };
+}
+
+/** The features an activation read under its entitlement's lock, kept for that revision. */
+function readFeatures(deps: ActivationDependencies, entitlement: EntitlementRow, result: unknown) {
+  const features = deps.store.featuresOf(result);
+  deps.entitlementFeatures.remember(entitlement.id, entitlement.revision, features);
+  return features;
 }
 
 interface PlannedReads {

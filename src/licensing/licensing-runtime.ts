@@ -12,6 +12,7 @@ import type { EntitlementFacts } from "./activation-rules.js";
 import { checkInFastRoute } from "./check-in-fast-route.js";
 import { CheckInWriter } from "./check-in-writer.js";
 import { ClientHostNames } from "./client-host-names.js";
+import { EntitlementFeatureCache } from "./entitlement-feature-cache.js";
 import { LicenseKeys } from "./license-keys.js";
 import { licenseSessionVerifier } from "./license-session-verifier.js";
 import { LicenseTokens } from "./license-tokens.js";
@@ -67,6 +68,7 @@ export async function createLicensing(options: {
     hostNames: new ClientHostNames(clock),
     guesses: new ActivationGuesses(options.coordinator, options.activationGuessesPerAddress, logger),
     seatPlans: new SeatPlans(),
+    entitlementFeatures: new EntitlementFeatureCache(),
   };
   return {
     dependencies,
