@@ -76,13 +76,36 @@ export async function checkIn(
   const session = await cachedSession(deps, sessionId);
   if (!session || session.state !== SESSION_STATE.live) return session?.state ?? SESSION_STATE.ended;
   const facts = await cachedStanding(deps, session.entitlementId);
-  if (!facts) return SESSION_STATE.ended;
-  deps.checkIns.record(sessionId, now);
+  return facts ? checkedIn(deps, session, facts, now) : SESSION_STATE.ended;
+}
+
+/**
+ * `checkIn` answered from what this instance keeps, with no wait: undefined when the session or its
+ * entitlement's standing is not kept (then `checkIn` loads it).
+ */
+export function checkInFromMemory(
+  deps: SessionCallDependencies,
+  sessionId: string,
+): CheckInSessionResponse | number | undefined {
+  const now = deps.clock.now();
+  const session = deps.caches.sessions.peek(sessionId);
+  if (!session || session.state !== SESSION_STATE.live) return session?.state;
+  const facts = deps.caches.standings.peek(session.entitlementId);
+  return facts ? checkedIn(deps, session, facts, now) : undefined;
+}
+
+function checkedIn(
+  deps: SessionCallDependencies,
+  session: LicenseSessionRow,
+  facts: EntitlementFacts,
+  now: Date,
+): CheckInSessionResponse {
+  deps.checkIns.record(session.id, now);
   const subscription = facts.policy?.subscriptionPolicy;
   // Every field set, as `create` would leave them: the literal spares walking the schema on every check-in.
   return {
     $typeName: "provision.v1.CheckInSessionResponse",
-    sessionId,
+    sessionId: session.id,
     leaseExpiresAt: timestampLiteral(session.leaseExpiresAt),
     status: sessionStatus(facts, standingOf(session), now),
     isRevoked: facts.isRevoked,

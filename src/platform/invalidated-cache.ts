@@ -55,18 +55,30 @@ export class InvalidatedCache<V> {
   }
 
   /** The value kept for `key`, else what `load` answers (kept when the rules allow). */
-  async get(key: string, load: () => Promise<V>): Promise<V> {
-    const { bus, maxAgeMs, keeps } = this.options;
+  get(key: string, load: () => Promise<V>): Promise<V> {
     const now = this.options.clock.now().getTime();
+    const cached = this.kept(key, now);
+    return cached ? Promise.resolve(cached.value) : this.load(key, load, now);
+  }
+
+  /** The value kept for `key`, without loading it: undefined when none may be served. */
+  peek(key: string): V | undefined {
+    return this.kept(key, this.options.clock.now().getTime())?.value;
+  }
+
+  private kept(key: string, now: number) {
     const cached = this.entries.get(key);
-    if (cached && now - cached.loadedAtMs < maxAgeMs && bus.listening) {
-      if (now - cached.usedAtMs > REORDER_AFTER_MS) {
-        this.entries.delete(key);
-        this.entries.set(key, cached);
-        cached.usedAtMs = now;
-      }
-      return cached.value;
+    if (!cached || now - cached.loadedAtMs >= this.options.maxAgeMs || !this.options.bus.listening) return undefined;
+    if (now - cached.usedAtMs > REORDER_AFTER_MS) {
+      this.entries.delete(key);
+      this.entries.set(key, cached);
+      cached.usedAtMs = now;
     }
+    return cached;
+  }
+
+  private async load(key: string, load: () => Promise<V>, now: number): Promise<V> {
+    const { bus, keeps } = this.options;
     const running = this.loads.get(key);
     if (running) return running.promise;
     const started: Load<V> = { promise: load(), stale: false };

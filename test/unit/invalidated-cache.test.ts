@@ -238,3 +238,22 @@ test("callers missing one key at once share one load, and a change of that key a
   t.is(await after, "c after the change", "a caller after the change does not join the stale load");
   t.is(await cache.get("c", async () => "c loaded later"), "c after the change");
 });
+
+test("peek answers only what get would serve without loading, and never loads", async (t) => {
+  const clock = manualClock();
+  const bus = controlledBus();
+  const cache = await InvalidatedCache.create<string>({ channel: "things", bus, clock, capacity: 10, maxAgeMs: 1000 });
+  const { loads, load } = countingLoads();
+  t.is(cache.peek("a"), undefined);
+  await cache.get("a", load("a"));
+  t.is(cache.peek("a"), "value of a");
+  await cache.changed("a");
+  t.is(cache.peek("a"), undefined);
+  await cache.get("a", load("a"));
+  bus.listening = false;
+  t.is(cache.peek("a"), undefined, "nothing is served while the bus is not listening");
+  bus.listening = true;
+  clock.advance(1000);
+  t.is(cache.peek("a"), undefined, "nothing is served past its maximum age");
+  t.deepEqual(loads, ["a", "a"]);
+});

@@ -57,13 +57,14 @@ export async function decodeRequestInChunks(
 
 /**
  * The REST JSON text of a response, or of its `responseBody` field alone when one is named; a top-level list of
- * messages longer than a chunk is written a chunk at a time, with turns of the event loop in between.
+ * messages longer than a chunk is written a chunk at a time, with turns of the event loop in between. Any other
+ * response is answered at once, as text rather than a promise.
  */
-export async function encodeResponseInChunks(
+export function encodeResponseInChunks(
   schema: DescMessage,
   message: Message,
   responseBody = "",
-): Promise<string> {
+): string | Promise<string> {
   const source = message as unknown as Record<string, Message[]>;
   const isLong = (field: DescField): field is ListField =>
     field.fieldKind === "list" &&
@@ -74,6 +75,15 @@ export async function encodeResponseInChunks(
   const body = responseBody ? fields.find(({ field }) => field.name === responseBody) : undefined;
   if (body) return isLong(body.field) ? listInChunks(body.field, source) : body.text(message);
   if (!fields.some(({ field }) => isLong(field))) return encodeResponseText(schema, message);
+  return fieldsInChunks(fields, isLong, message);
+}
+
+async function fieldsInChunks(
+  fields: ReturnType<typeof encodedFields>,
+  isLong: (field: DescField) => field is ListField,
+  message: Message,
+): Promise<string> {
+  const source = message as unknown as Record<string, Message[]>;
   let json = "";
   for (const { field, key, text } of fields) {
     json += `${json ? "," : "{"}${key}${isLong(field) ? await listInChunks(field, source) : text(message)}`;

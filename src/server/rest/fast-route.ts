@@ -1,7 +1,7 @@
 import type { DescMethod, Message } from "@bufbuild/protobuf";
 
 /** The rest of a fast answer, once the route is sure to give it: its response, or the error it answers. */
-export type FastAnswer = () => Promise<Message>;
+export type FastAnswer = () => Message | Promise<Message>;
 
 /**
  * A route's everyday request answered without the full REST pipeline (decoding the body, the interceptors, the
@@ -21,7 +21,12 @@ export interface FastRoute<Caller extends object = object> {
   caller(authorization: string | undefined, variables: Record<string, string>): Caller | undefined;
   /**
    * Everything the route checks before it acts, with no effect the full pipeline would repeat: undefined (or a
-   * failure) declines. Then the answer, whose failures are answered as the full pipeline answers them.
+   * failure) declines. Then the answer, whose failures are answered as the full pipeline answers them. Both
+   * may be given at once (no promise) when memory holds everything they need.
    */
-  prepare(caller: Caller, variables: Record<string, string>, query: URLSearchParams): Promise<FastAnswer | undefined>;
+  prepare(
+    caller: Caller,
+    variables: Record<string, string>,
+    query: URLSearchParams,
+  ): FastAnswer | undefined | Promise<FastAnswer | undefined>;
 }

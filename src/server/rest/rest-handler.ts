@@ -15,7 +15,7 @@ import { type RequestTarget, targetUrl } from "../request-target.js";
 import { responseSignal } from "../response-signal.js";
 import { discardUnreadBody } from "../unread-body.js";
 import { decodeRequestInChunks, encodeResponseInChunks } from "./chunked-codec.js";
-import type { FastRoute } from "./fast-route.js";
+import type { FastAnswer, FastRoute } from "./fast-route.js";
 import { incomingHeaders } from "./incoming-headers.js";
 import { isEmptyBody, type RequestBody, readInput, readSmallBody } from "./rest-input.js";
 import type { RestRoute, RouteTable } from "./route-table.js";
@@ -142,19 +142,39 @@ async function answerFast(
   if (!caller) return undefined;
   const small = readSmallBody(request);
   if (!small) return undefined;
-  const body = { bytes: await small };
+  const body = { bytes: small instanceof Promise ? await small : small };
   if (!isEmptyBody(request, body.bytes)) return body;
-  // A failure before the route is sure to answer is the full pipeline's to answer, as it answers every failure.
   const query = fast.readsQuery ? queryOf(request.url) : NO_QUERY;
-  const answer = await fast.prepare(caller, variables, query).catch(() => undefined);
+  const ready = prepared(fast, caller, variables, query);
+  const answer = ready instanceof Promise ? await ready : ready;
   if (!answer) return body;
   try {
-    writeJsonText(response, 200, await responseText(route, await answer()));
+    const message = answer();
+    const text = responseText(route, message instanceof Promise ? await message : message);
+    writeJsonText(response, 200, typeof text === "string" ? text : await text);
   } catch (error) {
     const where = { requestId: request.headers["x-request-id"], procedure: fast.method.name };
     writeError(response, connectErrorOf(error, call.logger, where), call.instance);
   }
   return true;
+}
+
+/**
+ * A fast route's answer, or undefined when it declines: a failure before the route is sure to answer is the full
+ * pipeline's to answer, as it answers every failure. No wait when the route answers at once.
+ */
+function prepared(
+  fast: FastRoute,
+  caller: object,
+  variables: Record<string, string>,
+  query: URLSearchParams,
+): FastAnswer | undefined | Promise<FastAnswer | undefined> {
+  try {
+    const ready = fast.prepare(caller, variables, query);
+    return ready instanceof Promise ? ready.catch(() => undefined) : ready;
+  } catch {
+    return undefined;
+  }
 }
 
 const NO_QUERY = new URLSearchParams();
@@ -209,6 +229,6 @@ function writeError(response: NodeResponse, error: ConnectError, instance: strin
   writeProblem(response, problemFromConnectError(error, instance));
 }
 
-function responseText(route: RestRoute, message: Message): Promise<string> {
+function responseText(route: RestRoute, message: Message): string | Promise<string> {
   return encodeResponseInChunks(route.rpc.output, message, route.responseBody);
 }

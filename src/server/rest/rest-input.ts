@@ -86,15 +86,16 @@ const SMALL_BODY_BYTES = 64;
 const NO_BYTES = Buffer.alloc(0);
 
 /**
- * The body of an HTTP/1.x request declaring a plain body of at most 64 bytes (or none), read without raw-body's
- * checks, which such a body cannot fail; undefined, and the body left unread, for any other request.
+ * The body of an HTTP/1.x request declaring a plain body of at most 64 bytes (or none, answered at once), read
+ * without raw-body's checks, which such a body cannot fail; undefined, and the body left unread, for any other
+ * request.
  */
-export function readSmallBody(request: NodeRequest): Promise<Buffer> | undefined {
+export function readSmallBody(request: NodeRequest): Buffer | Promise<Buffer> | undefined {
   const { headers } = request;
   if (request.httpVersionMajor !== 1 || headers["content-encoding"] !== undefined) return undefined;
   if (headers["transfer-encoding"] !== undefined) return undefined;
   const length = Number(headers["content-length"] ?? 0);
-  if (length === 0) return Promise.resolve(NO_BYTES);
+  if (length === 0) return NO_BYTES;
   if (!(length <= SMALL_BODY_BYTES)) return undefined;
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
