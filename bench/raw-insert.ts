@@ -51,6 +51,7 @@ async function openMysql(): Promise<{ template: Row; insert: Insert; close(): Pr
 async function openSqlite(): Promise<{ template: Row; insert: Insert; close(): Promise<void> }> {
   const db = new Database(options.databaseUrl.replace(/^sqlite:/, ""));
   db.pragma("journal_mode = WAL");
+  db.pragma("synchronous = FULL");
   db.pragma("busy_timeout = 5000");
   db.pragma("foreign_keys = ON");
   const template = db.prepare("SELECT * FROM products WHERE id = ?").get(options.templateId) as Row;

@@ -86,6 +86,7 @@ async function openMysql() {
 async function openSqlite() {
   const db = new Database(options.databaseUrl.replace(/^sqlite:/, ""));
   db.pragma("journal_mode = WAL");
+  db.pragma("synchronous = FULL");
   db.pragma("busy_timeout = 5000");
   db.pragma("foreign_keys = ON");
   const { n } = db.prepare("SELECT COUNT(*) AS n FROM usage_records WHERE kind = ?").get(TRANSACTION) as Row;

@@ -43,6 +43,9 @@ export function createDataSource(
     migrationsTableName: "schema_migrations",
     prepareDatabase: (db: SqliteConnection) => {
       db.pragma("journal_mode = WAL");
+      // Every commit flushed to disk before it returns. Set, not left to the default: this SQLite opens a
+      // database already in WAL mode (any restart) at NORMAL, where a commit can be lost to a crash of the machine.
+      db.pragma("synchronous = FULL");
       db.pragma("busy_timeout = 5000");
       db.pragma("foreign_keys = ON");
       // SQLite's own LOWER folds only ASCII; case-insensitive filters must fold "É" as MySQL does.
