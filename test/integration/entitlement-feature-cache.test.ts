@@ -2,8 +2,8 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import anyTest, { type TestFn } from "ava";
-import mysql from "mysql2";
 import { activate, codesPath, ENTITLEMENTS } from "../support/licensing.js";
+import { countMysqlQueries } from "../support/mysql-query-count.js";
 import { PRODUCTS, rest } from "../support/rest.js";
 import { createTestDatabase, startTestServer, type TestServer } from "../support/test-server.js";
 
@@ -20,13 +20,7 @@ const test = anyTest as TestFn<{
 }>;
 
 /** Queries of this process (both MySQL instances run in it) that read an entitlement's features. */
-let featureReads = 0;
-const connectionQuery = mysql.Connection.prototype.query as (...args: unknown[]) => unknown;
-mysql.Connection.prototype.query = function countedQuery(this: unknown, ...args: unknown[]) {
-  const sql = typeof args[0] === "string" ? args[0] : (args[0] as { sql?: string } | undefined)?.sql;
-  if (sql?.includes("FROM `entitlement_features`")) featureReads++;
-  return connectionQuery.apply(this, args);
-} as typeof mysql.Connection.prototype.query;
+const featureReads = countMysqlQueries("FROM `entitlement_features`");
 
 test.before(async (t) => {
   const database = await createTestDatabase();
@@ -109,9 +103,9 @@ test.serial("MySQL: features are read again only when the entitlement's revision
   const { first } = t.context;
   const { entitlementId, featureId, code } = await entitlementWithFeature(first.baseUrl);
   const readsOf = async (expected: Record<string, string>) => {
-    const before = featureReads;
+    const before = featureReads();
     t.deepEqual(await featuresOfNewLicense(first.baseUrl, code), expected);
-    return featureReads - before;
+    return featureReads() - before;
   };
   t.is(await readsOf({ export: "10" }), 1);
   t.is(await readsOf({ export: "10" }), 0);

@@ -1,6 +1,6 @@
 import anyTest, { type TestFn } from "ava";
-import mysql from "mysql2";
 import { activate, ENTITLEMENTS, entitlementWithCode } from "../support/licensing.js";
+import { countMysqlQueries } from "../support/mysql-query-count.js";
 import { rest } from "../support/rest.js";
 import { type BothDatabases, startOnBothDatabases } from "../support/test-server.js";
 
@@ -10,13 +10,7 @@ import { type BothDatabases, startOnBothDatabases } from "../support/test-server
 const test = anyTest as TestFn<BothDatabases>;
 
 /** The round trips activations send on MySQL: queries on the connections of this process naming the session table. */
-let sessionTableQueries = 0;
-const connectionQuery = mysql.Connection.prototype.query as (...args: unknown[]) => unknown;
-mysql.Connection.prototype.query = function countedQuery(this: unknown, ...args: unknown[]) {
-  const sql = typeof args[0] === "string" ? args[0] : (args[0] as { sql?: string } | undefined)?.sql;
-  if (sql?.includes("license_sessions")) sessionTableQueries++;
-  return connectionQuery.apply(this, args);
-} as typeof mysql.Connection.prototype.query;
+const sessionTableQueries = countMysqlQueries("license_sessions");
 
 test.before(async (t) => {
   Object.assign(t.context, await startOnBothDatabases());
@@ -67,9 +61,9 @@ test.serial("MySQL: a code's activations after its first send two round trips, n
     claimBasedActivation: { numberOfSeats: 10, isFloatingLicense: true },
   });
   const tripsOf = async (fingerprint: string) => {
-    const before = sessionTableQueries;
+    const before = sessionTableQueries();
     t.is((await activate(baseUrl, { activationCode: code, fingerprint })).status, 200);
-    return sessionTableQueries - before;
+    return sessionTableQueries() - before;
   };
   t.is(await tripsOf("first"), 3);
   t.is(await tripsOf("second"), 2);
