@@ -23,11 +23,15 @@ export class SessionRecordWriter {
   ) {
     this.groups = new GroupCommit(
       (batches) =>
-        inTransaction(dataSource, async (manager) => {
-          const stored: number[] = [];
-          for (const batch of batches) stored.push(await store.insertNew(manager, batch));
-          return stored;
-        }),
+        inTransaction(
+          dataSource,
+          async (manager) => {
+            const stored: number[] = [];
+            for (const batch of batches) stored.push(await store.insertNew(manager, batch));
+            return stored;
+          },
+          { gathered: true },
+        ),
       {
         weigh: (batch) => batch.length,
         maxWeight: MAX_GROUP_ROWS,

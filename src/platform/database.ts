@@ -8,6 +8,7 @@ import { QueryFailedError } from "typeorm/error/QueryFailedError.js";
 import type { QueryResult } from "typeorm/query-runner/QueryResult.js";
 import type { DatabaseConfig } from "./config.js";
 import { DomainError } from "./errors.js";
+import { SqliteCommitQueue } from "./sqlite-commit-queue.js";
 
 export type Dialect = "mysql" | "sqlite";
 
@@ -170,22 +171,38 @@ export function isUniqueViolation(error: unknown): error is QueryFailedError {
   );
 }
 
-const sqliteWriteQueues = new WeakMap<DataSource, Promise<unknown>>();
+const sqliteQueues = new WeakMap<DataSource, SqliteCommitQueue>();
+
+function sqliteQueueOf(dataSource: DataSource): SqliteCommitQueue {
+  let queue = sqliteQueues.get(dataSource);
+  if (!queue) {
+    queue = new SqliteCommitQueue(dataSource);
+    sqliteQueues.set(dataSource, queue);
+  }
+  return queue;
+}
 
 /**
  * Runs a write alone on SQLite. TypeORM gives every transaction of a better-sqlite3 data source the same
- * connection, so two writes at once would share (and roll back) each other's transaction; serializing them
- * keeps each transaction whole. MySQL has a pool and row locks: the write runs at once.
+ * connection, so two writes at once would share (and roll back) each other's transaction; queued, each keeps its
+ * own (a savepoint), and the writes queued behind one another share one flush to disk (see SqliteCommitQueue):
+ * the answer comes once the write is durable. MySQL has a pool and row locks: the write runs at once.
  */
-export function writeSerially<T>(dataSource: DataSource, work: () => Promise<T>): Promise<T> {
+export function writeSerially<T>(
+  dataSource: DataSource,
+  work: () => Promise<T>,
+  options: WriteOptions = {},
+): Promise<T> {
   if (dialectOf(dataSource) !== "sqlite") return work();
-  const previous = sqliteWriteQueues.get(dataSource) ?? Promise.resolve();
-  const run = previous.then(work);
-  sqliteWriteQueues.set(
-    dataSource,
-    run.catch(() => undefined),
-  );
-  return run;
+  return sqliteQueueOf(dataSource).run(work, { write: true, gathered: options.gathered });
+}
+
+export interface WriteOptions {
+  /**
+   * The write is a group commit of its own (many callers' rows, see GroupCommit): on SQLite it is committed as
+   * soon as it is done instead of at the end of the event loop's turn with the writes queued beside it.
+   */
+  gathered?: boolean;
 }
 
 /**
@@ -193,7 +210,8 @@ export function writeSerially<T>(dataSource: DataSource, work: () => Promise<T>)
  * transaction open on the one shared connection, and a read run meanwhile would see its uncommitted rows.
  */
 export function readSerially<T>(dataSource: DataSource, work: () => Promise<T>): Promise<T> {
-  return writeSerially(dataSource, work);
+  if (dialectOf(dataSource) !== "sqlite") return work();
+  return sqliteQueueOf(dataSource).run(work, { write: false });
 }
 
 /** Lets the event loop serve other requests between the chunks of a long write on SQLite (a no-op on MySQL). */
@@ -212,12 +230,13 @@ const DEADLOCK_ATTEMPTS = 5;
 export async function inTransaction<T>(
   dataSource: DataSource,
   work: (manager: EntityManager) => Promise<T>,
+  options: WriteOptions = {},
 ): Promise<T> {
   const run = readCommittedSessions.has(dataSource)
     ? () => dataSource.transaction(work)
     : dialectOf(dataSource) === "mysql"
       ? () => dataSource.transaction("READ COMMITTED", work)
-      : () => writeSerially(dataSource, () => dataSource.transaction(work));
+      : () => writeSerially(dataSource, () => dataSource.transaction(work), options);
   return retryingLockConflicts(run);
 }
 

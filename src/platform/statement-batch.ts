@@ -1,5 +1,11 @@
 import type { DataSource, EntityManager } from "typeorm";
-import { dialectOf, inTransaction, readCommittedAlready, retryingLockConflicts } from "./database.js";
+import {
+  dialectOf,
+  inTransaction,
+  readCommittedAlready,
+  retryingLockConflicts,
+  type WriteOptions,
+} from "./database.js";
 
 /** One SQL statement and its parameters, to run in a batch. */
 export interface Statement {
@@ -88,12 +94,14 @@ const COMMIT: Statement = { sql: "COMMIT", parameters: [] };
 export function inBatchedTransaction<T>(
   dataSource: DataSource,
   work: (transaction: BatchedTransaction) => Promise<T>,
+  options: WriteOptions = {},
 ): Promise<T> {
   if (dialectOf(dataSource) !== "mysql") {
-    return inTransaction(dataSource, (manager) => {
+    const onSqlite = (manager: EntityManager) => {
       const run = (statements: Statement[]) => runBatch(manager, statements);
       return work({ run, commitWith: run, open: async () => manager });
-    });
+    };
+    return inTransaction(dataSource, onSqlite, options);
   }
   return retryingLockConflicts(() => onOneConnection(dataSource, work));
 }

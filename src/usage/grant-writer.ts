@@ -61,8 +61,10 @@ export class GrantWriter {
   private async writeGroup(grants: Grant[]): Promise<GrantOutcome[]> {
     let written: { current: Set<Grant>; generations: Map<string, number>; remember: () => void };
     try {
-      written = await inBatchedTransaction(this.options.dataSource, (transaction) =>
-        this.writeInTransaction(transaction, grants),
+      written = await inBatchedTransaction(
+        this.options.dataSource,
+        (transaction) => this.writeInTransaction(transaction, grants),
+        { gathered: true },
       );
     } catch (error) {
       await this.releaseAll(grants);
