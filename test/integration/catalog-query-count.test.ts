@@ -12,19 +12,22 @@ const test = anyTest as TestFn<{ servers: Record<string, TestServer> }>;
 
 /**
  * Every SQL statement this process sends (the servers run in process): on MySQL at mysql2's connections, where
- * TypeORM's queries and the prepared statements sent past it both go; on SQLite at TypeORM's query runner.
+ * TypeORM's queries and the prepared statements sent past it both go; on SQLite at TypeORM's query runner, but for
+ * transaction control (each embedded write runs in a savepoint of a commit it shares, see SqliteCommitQueue).
  */
+const TRANSACTION_CONTROL = /^(?:BEGIN|SAVEPOINT|RELEASE|COMMIT|ROLLBACK)\b/i;
 let statements = 0;
-const counted: [object, string][] = [
-  [mysql.Connection.prototype, "query"],
-  [mysql.Connection.prototype, "execute"],
-  [BetterSqlite3QueryRunner.prototype, "query"],
+const counted: [object, string, boolean][] = [
+  [mysql.Connection.prototype, "query", false],
+  [mysql.Connection.prototype, "execute", false],
+  [BetterSqlite3QueryRunner.prototype, "query", true],
 ];
-for (const [prototype, name] of counted) {
+for (const [prototype, name, skipsTransactionControl] of counted) {
   const methods = prototype as Record<string, (...args: unknown[]) => unknown>;
   const original = methods[name];
   methods[name] = function countedCall(this: unknown, ...args: unknown[]) {
-    statements++;
+    const control = skipsTransactionControl && typeof args[0] === "string" && TRANSACTION_CONTROL.test(args[0]);
+    if (!control) statements++;
     return original.apply(this, args);
   };
 }
