@@ -75,6 +75,7 @@ export class SqliteCommitQueue {
   }
 
   private async commitNow(): Promise<void> {
+    if (!this.runner().isTransactionActive) return;
     this.draining = true;
     try {
       await this.commit();
