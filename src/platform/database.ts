@@ -207,7 +207,8 @@ export interface WriteOptions {
 
 /**
  * Runs a read in the same queue as the writes on SQLite: a write that yields between chunks keeps its
- * transaction open on the one shared connection, and a read run meanwhile would see its uncommitted rows.
+ * transaction open on the one shared connection, and a read run meanwhile would see its unfinished rows. The read
+ * is answered as soon as it ran, not after the commit the writes before it share.
  */
 export function readSerially<T>(dataSource: DataSource, work: () => Promise<T>): Promise<T> {
   if (dialectOf(dataSource) !== "sqlite") return work();
