@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { errors as joseErrors, jwtVerify, SignJWT } from "jose";
 import type { Clock } from "../platform/clock.js";
 import { DomainError } from "../platform/errors.js";
+import { SingleFlight } from "../platform/single-flight.js";
 import { CLOCK_SKEW_SECONDS, type KeyStore, TOKEN_ALGORITHM } from "./key-store.js";
 import { VerifiedTokenCache } from "./verified-token-cache.js";
 
@@ -28,6 +29,8 @@ export interface IssueOptions {
 /** OAuth 2.0 access tokens as JWTs (RFC 9068) signed with the service's own key. */
 export class AccessTokens {
   private readonly verified = new VerifiedTokenCache<AccessTokenClaims>();
+  private readonly verifying = new SingleFlight<AccessTokenClaims>();
+  private checks = 0;
 
   constructor(
     private readonly keys: KeyStore,
@@ -56,20 +59,29 @@ export class AccessTokens {
       .sign(privateKey);
   }
 
+  /** How many signatures `verify` has checked: a repeat answered from memory checks none. */
+  get signatureChecks(): number {
+    return this.checks;
+  }
+
   /**
    * The claims of a valid token; an `unauthenticated` DomainError saying why otherwise. A token verified once
-   * is remembered until it expires, so its signature is checked once per instance.
+   * is remembered until it expires, so its signature is checked once per instance; requests that bring a token
+   * not seen yet at once (a client's first burst, an instance just started) wait for that one check.
    */
   async verify(token: string): Promise<AccessTokenClaims> {
     const nowMs = this.clock.now().getTime();
     const remembered = this.verified.get(token, nowMs);
     if (remembered) return remembered;
-    const { claims, expiresAt } = await this.verifySignedToken(token);
-    this.verified.set(token, claims, (expiresAt + CLOCK_SKEW_SECONDS) * 1000, nowMs);
-    return claims;
+    return this.verifying.run(token, async () => {
+      const { claims, expiresAt } = await this.verifySignedToken(token);
+      this.verified.set(token, claims, (expiresAt + CLOCK_SKEW_SECONDS) * 1000, nowMs);
+      return claims;
+    });
   }
 
   private async verifySignedToken(token: string): Promise<{ claims: AccessTokenClaims; expiresAt: number }> {
+    this.checks++;
     try {
       const { payload } = await jwtVerify(
         token,

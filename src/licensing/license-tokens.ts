@@ -5,6 +5,7 @@ import { CLOCK_SKEW_SECONDS } from "../auth/key-store.js";
 import { VerifiedTokenCache } from "../auth/verified-token-cache.js";
 import type { Clock } from "../platform/clock.js";
 import { DomainError } from "../platform/errors.js";
+import { SingleFlight } from "../platform/single-flight.js";
 import { claimsOfPayload, type LicenseClaims, licensePayload } from "./license-claims.js";
 import { LICENSE_TOKEN_ALGORITHM, type LicenseKeys } from "./license-keys.js";
 
@@ -23,7 +24,7 @@ export const LICENSE_TOKEN_CACHE_SIZE = 100_000;
 export class LicenseTokens {
   private readonly verified: VerifiedTokenCache<LicenseClaims>;
   /** Verifications under way, by token: requests bringing one token at once share its check. */
-  private readonly verifying = new Map<string, Promise<LicenseClaims>>();
+  private readonly verifying = new SingleFlight<LicenseClaims>();
   private checks = 0;
 
   constructor(
@@ -64,12 +65,7 @@ export class LicenseTokens {
     const nowMs = this.clock.now().getTime();
     const remembered = this.verified.get(token, nowMs);
     if (remembered) return remembered;
-    let verifying = this.verifying.get(token);
-    if (!verifying) {
-      verifying = this.verifyAndRemember(token, nowMs).finally(() => this.verifying.delete(token));
-      this.verifying.set(token, verifying);
-    }
-    return verifying;
+    return this.verifying.run(token, () => this.verifyAndRemember(token, nowMs));
   }
 
   private async verifyAndRemember(token: string, nowMs: number): Promise<LicenseClaims> {
