@@ -88,9 +88,9 @@ export function checkInFromMemory(
   sessionId: string,
 ): CheckInSessionResponse | number | undefined {
   const now = deps.clock.now();
-  const session = deps.caches.sessions.peek(sessionId);
+  const session = deps.caches.sessions.peek(sessionId, now.getTime());
   if (!session || session.state !== SESSION_STATE.live) return session?.state;
-  const facts = deps.caches.standings.peek(session.entitlementId);
+  const facts = deps.caches.standings.peek(session.entitlementId, now.getTime());
   return facts ? checkedIn(deps, session, facts, now) : undefined;
 }
 

@@ -61,9 +61,9 @@ export class InvalidatedCache<V> {
     return cached ? Promise.resolve(cached.value) : this.load(key, load, now);
   }
 
-  /** The value kept for `key`, without loading it: undefined when none may be served. */
-  peek(key: string): V | undefined {
-    return this.kept(key, this.options.clock.now().getTime())?.value;
+  /** The value kept for `key` at `nowMs`, without loading it: undefined when none may be served. */
+  peek(key: string, nowMs = this.options.clock.now().getTime()): V | undefined {
+    return this.kept(key, nowMs)?.value;
   }
 
   private kept(key: string, now: number) {

@@ -113,24 +113,23 @@ export class SqliteCommitQueue {
     }
   }
 
-  /** Commits the shared transaction, then answers the writes done in it. */
+  /** Commits the shared transaction, then answers the writes done in it (no job runs meanwhile). */
   private async commit(): Promise<void> {
-    const done = this.done;
-    this.done = [];
     try {
       await this.runner().commitTransaction();
     } catch (error) {
       await this.runner()
         .rollbackTransaction()
         .catch(() => undefined);
-      this.resetRunner();
-      for (const { job } of done) job.reject(error);
+      this.transactionLost(error);
       return;
     }
+    const done = this.done;
+    this.done = [];
     for (const { job, value } of done) job.resolve(value);
   }
 
-  /** SQLite rolled the whole transaction back (an I/O error, a full disk): the writes done in it are lost. */
+  /** The shared transaction did not commit (an I/O error, a full disk): the writes done in it are lost. */
   private transactionLost(cause: unknown): void {
     this.resetRunner();
     const lost = this.done;

@@ -75,15 +75,15 @@ export function encodeResponseInChunks(
   const body = responseBody ? fields.find(({ field }) => field.name === responseBody) : undefined;
   if (body) return isLong(body.field) ? listInChunks(body.field, source) : body.text(message);
   if (!fields.some(({ field }) => isLong(field))) return encodeResponseText(schema, message);
-  return fieldsInChunks(fields, isLong, message);
+  return fieldsInChunks(fields, isLong, message, source);
 }
 
 async function fieldsInChunks(
   fields: ReturnType<typeof encodedFields>,
   isLong: (field: DescField) => field is ListField,
   message: Message,
+  source: Record<string, Message[]>,
 ): Promise<string> {
-  const source = message as unknown as Record<string, Message[]>;
   let json = "";
   for (const { field, key, text } of fields) {
     json += `${json ? "," : "{"}${key}${isLong(field) ? await listInChunks(field, source) : text(message)}`;
