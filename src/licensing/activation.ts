@@ -184,9 +184,10 @@ class StaleSeatPlan extends Error {}
 /**
  * Two batches of statements after the code's entitlement is known (on MySQL one round trip each, the first
  * starting the transaction and the last committing it): the rows the rules read, locked in the order every write
- * takes them (entitlement, code, the device's live sessions), those sessions ended, and the seat's reads as the
- * code's last activation planned them; then the writes, with the features the license names. With no plan, or
- * none that holds, the seat's reads are a batch of their own between the two.
+ * takes them (entitlement, code, the device's live sessions, the floating seat count), and the seat's reads as
+ * the code's last activation planned them; then the writes (the device's earlier sessions ended among them),
+ * with the features the license names. With no plan, or none that holds, the seat's reads are a batch of their
+ * own between the two; so is the look for lapsed floating seats, when the count says one may have lapsed.
  */
 async function activateInTransaction(
   deps: ActivationDependencies,
@@ -204,10 +205,14 @@ async function activateInTransaction(
   if (input.presented === null && facts.policy?.requireActivationWorkflow) throw workflowRequired();
   checkHost(deps, facts.policy, input.clientAddress, input.prepared);
 
-  const seat = seatCheck(store, { ...seatRequestOf(entitlement.id, ask.fingerprint, hash, now), claim, code });
-  const seatRows = seat.decide(await seatResults(transaction, seat.reads, planned));
   const trial = isTrialActivation(facts, codeFact);
   const lease = leaseFor(facts, codeFact, ask.requestedLeaseMs, now, firstActivationOf(facts, codeFact));
+  const seat = seatCheck(store, { ...seatRequestOf(entitlement.id, ask.fingerprint, hash, now), claim, code });
+  const seatRows = await seat.decide(await seatResults(transaction, seat.reads, planned), {
+    run: (statements) => transaction.run(statements),
+    graceEndsAt: lease.graceEndsAt,
+    endingSeats: replaced.holdingSeats,
+  });
   const trialStart = trialStartStatement(store, facts.policy, entitlement.id, lease.trialEndsAt, now);
   const session: LicenseSessionRow = {
     id: deps.newId(),
@@ -218,6 +223,7 @@ async function activateInTransaction(
     fingerprintHash: hash,
     state: SESSION_STATE.live,
     isFloating: claim?.isFloatingLicense ?? false,
+    holdsFloatingSeat: claim?.isFloatingLicense ?? false,
     isTrial: trial,
     activatedAt: now,
     leaseExpiresAt: lease.leaseExpiresAt,
@@ -229,9 +235,10 @@ async function activateInTransaction(
   };
   const event = entitlement.isTemplate
     ? []
-    : [deps.events.appendStatement([activatedEvent(entitlement, session, replaced)])];
+    : [deps.events.appendStatement([activatedEvent(entitlement, session, replaced.ids)])];
   const kept = deps.entitlementFeatures.get(entitlement.id, entitlement.revision);
   const written = await transaction.commitWith([
+    ...(replaced.ids.length > 0 ? [store.endSessionsStatement(replaced.ids, now)] : []),
     ...seatRows,
     ...trialStart,
     store.recordCodeUseStatement(code.id, ask.acceptLicenseTerms, now),
@@ -240,7 +247,15 @@ async function activateInTransaction(
     ...(kept ? [] : [store.entitlementFeaturesStatement(entitlement.id)]),
   ]);
   const features = kept ?? readFeatures(deps, entitlement, written[written.length - 1]);
-  return { session, entitlement, facts, features, trial, replaced, trialStarted: trialStart.length > 0 };
+  return {
+    session,
+    entitlement,
+    facts,
+    features,
+    trial,
+    replaced: replaced.ids,
+    trialStarted: trialStart.length > 0,
+  };
 }
 
 /** The features an activation read under its entitlement's lock, kept for that revision. */
@@ -259,7 +274,7 @@ interface PlannedReads {
 
 /**
  * The code's entitlement and the code, locked, with what the rules read; the device's live sessions there,
- * locked and ended; and the reads the seat plan names, if there is one.
+ * locked; and the reads the seat plan names, if there is one.
  */
 async function lockedRows(
   deps: ActivationDependencies,
@@ -274,12 +289,11 @@ async function lockedRows(
   const seatRequest = seatRequestOf(entitlementId, input.ask.fingerprint, hash, now);
   const seatReads = plan ? seatCheck(store, { ...seatRequest, claim: plan.claim, code: plan.code }).reads : [];
   const firstRead = plan?.readsFirstActivation ? [store.firstActivationStatement(entitlementId)] : [];
-  const [entitlementRows, productRows, codeRows, sessionRows, , ...results] = await transaction.run([
+  const [entitlementRows, productRows, codeRows, sessionRows, ...results] = await transaction.run([
     store.entitlementStatement(entitlementId, true),
     store.licensedProductsStatement(entitlementId),
     activationCodeByKeyStatement(dataSource.manager, key, true),
     store.liveSessionsOfDeviceStatement(entitlementId, hash),
-    store.endLiveSessionsOfDeviceStatement(entitlementId, hash, now),
     ...firstRead,
     ...seatReads,
   ]);
@@ -293,7 +307,7 @@ async function lockedRows(
     facts.firstActivationAt = store.firstActivationOf(first);
   }
   const planned: PlannedReads | undefined = plan && { seatReads, results, readsFirstActivation: firstRead.length > 0 };
-  return { entitlement, facts, code, replaced: store.idsOf(sessionRows), planned };
+  return { entitlement, facts, code, replaced: store.deviceSessionsOf(sessionRows), planned };
 }
 
 function seatRequestOf(entitlementId: string, fingerprint: string, fingerprintHash: string, now: Date) {

@@ -118,6 +118,11 @@ export interface LicenseSessionRow {
   fingerprintHash: string;
   state: number;
   isFloating: boolean;
+  /**
+   * Counted in its entitlement's floating_seat_counts: a live floating session until it ends, is released, or
+   * an activation finds its grace over.
+   */
+  holdsFloatingSeat: boolean;
   /** The activation was a trial: the entitlement's, or the code's (isTrialActivation). */
   isTrial: boolean;
   activatedAt: Date;
@@ -280,6 +285,7 @@ export const LicenseSessionEntity = new EntitySchema<LicenseSessionRow>({
     fingerprintHash: varchar("fingerprint_hash", 64),
     state: { type: "int" },
     isFloating: bool("is_floating"),
+    holdsFloatingSeat: bool("holds_floating_seat"),
     isTrial: bool("is_trial"),
     activatedAt: datetime("activated_at"),
     leaseExpiresAt: datetime("lease_expires_at"),

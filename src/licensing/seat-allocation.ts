@@ -1,6 +1,7 @@
 import type { ClaimBasedActivation } from "../../gen/provision/v1/entitlement_pb.js";
 import { conflict } from "../platform/errors.js";
 import type { Statement } from "../platform/statement-batch.js";
+import type { FloatingSeatCounts } from "./floating-seat-counts.js";
 import { CODE_DEVICES, ENTITLEMENT_DEVICES, type SessionStore } from "./session-store.js";
 
 export interface SeatRequest {
@@ -12,18 +13,28 @@ export interface SeatRequest {
   now: Date;
 }
 
+/** What a decision learns after its reads were sent. */
+export interface SeatDecision {
+  /** Sends statements in the activation's transaction, for what a decision must read (and write) first. */
+  run: (statements: Statement[]) => Promise<unknown[]>;
+  /** When the new session's grace ends. */
+  graceEndsAt: Date;
+  /** The device's earlier sessions holding a floating seat, which the activation ends. */
+  endingSeats: string[];
+}
+
 /** A seat decision in two steps, so that an activation can batch its statements. */
 export interface SeatCheck {
   /** What the decision reads; run after the device's earlier live sessions were ended. */
   reads: Statement[];
-  /** From the reads' results, in their order: the rows to add for the seat, or a 409 thrown. */
-  decide(results: unknown[]): Statement[];
+  /** From the reads' results, in their order: the rows to write for the seat, or a 409 thrown. */
+  decide(results: unknown[], decision: SeatDecision): Promise<Statement[]>;
 }
 
 /**
  * Takes a seat for a device, or refuses with 409. Runs inside the activation's transaction, after the
  * entitlement's row was locked and the device's earlier live sessions were ended, so every count is exact.
- * - Floating: live sessions (lease + grace not over) are the seats in use.
+ * - Floating: live sessions (lease + grace not over) are the seats in use, as counted in floating_seat_counts.
  * - Node-locked: each distinct device ever activated holds a seat (until released on a transferable
  *   license, or ended by the vendor); a device that holds one activates again without a second.
  * - The code: the distinct devices ever activated with it, up to maxDeviceActivations (0 means 1), unless it
@@ -34,9 +45,9 @@ export function seatCheck(store: SessionStore, request: SeatRequest): SeatCheck 
   const seat = entitlementSeatCheck(store, request);
   return {
     reads: [...code.reads, ...seat.reads],
-    decide: (results) => [
-      ...code.decide(results.slice(0, code.reads.length)),
-      ...seat.decide(results.slice(code.reads.length)),
+    decide: async (results, decision) => [
+      ...(await code.decide(results.slice(0, code.reads.length), decision)),
+      ...(await seat.decide(results.slice(code.reads.length), decision)),
     ],
   };
 }
@@ -44,12 +55,12 @@ export function seatCheck(store: SessionStore, request: SeatRequest): SeatCheck 
 function codeDevicesCheck(store: SessionStore, request: SeatRequest): SeatCheck {
   const device = deviceOf(request, request.code.id);
   if (request.code.useEntitlementMaxActivations) {
-    return { reads: [store.addDeviceOnceStatement(CODE_DEVICES, device)], decide: () => [] };
+    return { reads: [store.addDeviceOnceStatement(CODE_DEVICES, device)], decide: async () => [] };
   }
   const limit = Math.max(request.code.maxDeviceActivations, 1);
   return {
     reads: [store.deviceCountsStatement(CODE_DEVICES, request.code.id, request.fingerprintHash, limit)],
-    decide: ([counts]) => {
+    decide: async ([counts]) => {
       const { count, present } = store.deviceCountsOf(counts);
       if (present) return [];
       if (count >= limit) {
@@ -65,25 +76,42 @@ function codeDevicesCheck(store: SessionStore, request: SeatRequest): SeatCheck 
 
 function entitlementSeatCheck(store: SessionStore, request: SeatRequest): SeatCheck {
   const seats = request.claim?.numberOfSeats ?? 0;
-  if (request.claim?.isFloatingLicense) {
-    if (seats <= 0) return { reads: [], decide: () => [] };
-    return {
-      reads: [store.liveFloatingSessionsStatement(request.entitlementId, request.now)],
-      decide: ([live]) => {
-        if (store.countOf(live) >= seats) throw seatLimit(seats);
-        return [];
-      },
-    };
-  }
-  if (!request.claim) return { reads: [], decide: () => [] };
+  if (request.claim?.isFloatingLicense) return floatingSeatCheck(store.floatingSeats, request, seats);
+  if (!request.claim) return { reads: [], decide: async () => [] };
   const owner = request.entitlementId;
   return {
     reads: [store.deviceCountsStatement(ENTITLEMENT_DEVICES, owner, request.fingerprintHash, seats)],
-    decide: ([counts]) => {
+    decide: async ([counts]) => {
       const { count, present } = store.deviceCountsOf(counts);
       if (present) return [];
       if (seats > 0 && count >= seats) throw seatLimit(seats);
       return [store.addDeviceStatement(ENTITLEMENT_DEVICES, deviceOf(request, owner))];
+    },
+  };
+}
+
+/**
+ * The seats held, from the entitlement's count (kept with unlimited seats too, for a limit set later): the
+ * device's earlier sessions give theirs back, and so do sessions whose grace is over, looked for only once the
+ * count's earliest end has passed.
+ */
+function floatingSeatCheck(counts: FloatingSeatCounts, request: SeatRequest, seats: number): SeatCheck {
+  const { entitlementId, now } = request;
+  return {
+    reads: [counts.countStatement(entitlementId)],
+    decide: async ([result], { run, graceEndsAt, endingSeats }) => {
+      const count = counts.countOf(result);
+      const givenBack = new Set(endingSeats);
+      let earliestEnd = count.earliestEnd;
+      if (earliestEnd !== null && earliestEnd <= now) {
+        const [lapsed, , earliest] = await run(counts.lapsedStatements(entitlementId, now));
+        for (const id of counts.idsOf(lapsed)) givenBack.add(id);
+        earliestEnd = counts.earliestOf(earliest);
+      }
+      const held = count.held - givenBack.size;
+      if (seats > 0 && held >= seats) throw seatLimit(seats);
+      const end = earliestEnd === null || graceEndsAt < earliestEnd ? graceEndsAt : earliestEnd;
+      return [counts.storeStatement(entitlementId, { held: held + 1, earliestEnd: end, stored: count.stored })];
     },
   };
 }

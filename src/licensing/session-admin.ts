@@ -66,6 +66,7 @@ export async function endSession(
     if (found?.entitlementId !== entitlementId) throw notFound("session", sessionId);
     if (found.state !== SESSION_STATE.live) return { session: found, ended: false };
     await store.endSession(manager, sessionId, SESSION_STATE.ended, now);
+    if (found.holdsFloatingSeat) await store.floatingSeats.giveBack(manager, entitlementId);
     if (!found.isFloating) await store.removeDevice(manager, entitlementId, found.fingerprintHash);
     return { session: { ...found, state: SESSION_STATE.ended, endedAt: now }, ended: true };
   });

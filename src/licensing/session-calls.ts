@@ -171,9 +171,13 @@ async function renewInTransaction(
     const [first] = await transaction.run([store.firstActivationStatement(entitlementId)]);
     facts.firstActivationAt = store.firstActivationOf(first);
   }
-  refuseUnlessRunning(sessionStatus(facts, standingOf(found), now));
+  refuseUnlessRunning(seatLapsed(found) ? SessionStatus.EXPIRED : sessionStatus(facts, standingOf(found), now));
   const lease = leaseFor(facts, codeFacts(code), request.requestedMs, now, facts.firstActivationAt ?? null);
-  await transaction.commitWith([store.extendLeaseStatement(sessionId, lease)]);
+  const sooner = found.holdsFloatingSeat && lease.graceEndsAt < found.graceEndsAt;
+  await transaction.commitWith([
+    store.extendLeaseStatement(sessionId, lease),
+    ...(sooner ? [store.floatingSeats.earlierEndStatement(entitlementId, lease.graceEndsAt)] : []),
+  ]);
   const claims = licenseClaimsFor({
     entitlement,
     facts,
@@ -185,6 +189,11 @@ async function renewInTransaction(
     now,
   });
   return { claims, lease };
+}
+
+/** A floating session whose seat an activation took back, its grace being over: it is not renewed. */
+function seatLapsed(session: LicenseSessionRow): boolean {
+  return session.isFloating && !session.holdsFloatingSeat;
 }
 
 function refuseUnlessRunning(status: SessionStatus): void {
@@ -214,10 +223,11 @@ export async function releaseSession(
     const entitlement = await store.lockEntitlement(manager, entitlementId);
     const found = await store.findSession(manager, sessionId, true);
     if (found?.state === SESSION_STATE.released && found.endedAt) return { releasedAt: found.endedAt, changed: false };
-    if (!entitlement || !found || found.state !== SESSION_STATE.live) {
+    if (!entitlement || !found || found.state !== SESSION_STATE.live || found.entitlementId !== entitlementId) {
       throw sessionGone(found?.state ?? SESSION_STATE.ended);
     }
     await store.endSession(manager, sessionId, SESSION_STATE.released, now);
+    if (found.holdsFloatingSeat) await store.floatingSeats.giveBack(manager, entitlementId);
     if (!found.isFloating && policyOf(entitlement)?.claimBasedActivation?.isTransferableLicense) {
       await store.removeDevice(manager, found.entitlementId, found.fingerprintHash);
     }

@@ -12,6 +12,7 @@ import {
   type LicenseSessionRow,
   SESSION_STATE,
 } from "./entities.js";
+import { FloatingSeatCounts } from "./floating-seat-counts.js";
 import { endsAfterFirstActivation } from "./license-ends.js";
 import { entitlementFacts } from "./license-facts.js";
 
@@ -36,6 +37,7 @@ export class SessionStore {
   private readonly dateColumn: ColumnMetadata;
   private readonly forUpdate: string;
   private readonly codeEntitlements = new Map<string, string>();
+  readonly floatingSeats: FloatingSeatCounts;
 
   constructor(private readonly dataSource: DataSource) {
     this.sessions = new SqlTable(dataSource, LicenseSessionEntity);
@@ -43,6 +45,7 @@ export class SessionStore {
     this.features = new SqlTable(dataSource, EntitlementFeatureEntity);
     this.dateColumn = this.sessions.columns.find((column) => column.propertyName === "graceEndsAt") as ColumnMetadata;
     this.forUpdate = forUpdate(dialectOf(dataSource));
+    this.floatingSeats = new FloatingSeatCounts(dataSource, this);
   }
 
   /** A date as the driver stores it, for comparisons in SQL. */
@@ -97,8 +100,13 @@ export class SessionStore {
 
   firstActivationOf(result: unknown): Date | null {
     const [row] = result as { first: unknown }[];
-    if (!row?.first) return null;
-    return this.dataSource.driver.prepareHydratedValue(row.first, this.dateColumn) as Date;
+    return this.dateOf(row?.first);
+  }
+
+  /** A date the driver read from a datetime column; null for NULL. */
+  dateOf(raw: unknown): Date | null {
+    if (raw === null || raw === undefined) return null;
+    return this.dataSource.driver.prepareHydratedValue(raw, this.dateColumn) as Date;
   }
 
   /**
@@ -156,36 +164,33 @@ export class SessionStore {
     };
   }
 
-  /** Floating sessions holding a seat at `now`: live, with lease and grace not yet over (read by `countOf`). */
-  liveFloatingSessionsStatement(entitlementId: string, now: Date): Statement {
-    return {
-      sql: "SELECT COUNT(*) AS n FROM license_sessions WHERE entitlement_id = ? AND state = ? AND is_floating = ? AND grace_ends_at > ?",
-      parameters: [entitlementId, SESSION_STATE.live, this.bool(true), this.date(now)],
-    };
-  }
-
-  countOf(result: unknown): number {
-    const [row] = result as { n: number | string }[];
-    return Number(row?.n ?? 0);
-  }
-
-  /** The live sessions of one device on an entitlement, locked (read by `idsOf`): it activates again. */
+  /**
+   * The live sessions of one device on an entitlement, locked (read by `devicesSessionsOf`): it activates again,
+   * and they end with `endSessionsStatement`.
+   */
   liveSessionsOfDeviceStatement(entitlementId: string, fingerprintHash: string): Statement {
     return {
-      sql: `SELECT id FROM license_sessions WHERE entitlement_id = ? AND fingerprint_hash = ? AND state = ?${this.forUpdate}`,
+      sql: `SELECT id, holds_floating_seat FROM license_sessions WHERE entitlement_id = ? AND fingerprint_hash = ? AND state = ?${this.forUpdate}`,
       parameters: [entitlementId, fingerprintHash, SESSION_STATE.live],
     };
+  }
+
+  /** The ids of the sessions read, and those of them holding a floating seat. */
+  deviceSessionsOf(result: unknown): { ids: string[]; holdingSeats: string[] } {
+    const rows = result as { id: string; holds_floating_seat: unknown }[];
+    const holding = rows.filter((row) => Boolean(Number(row.holds_floating_seat)));
+    return { ids: this.idsOf(rows), holdingSeats: this.idsOf(holding) };
   }
 
   idsOf(result: unknown): string[] {
     return (result as { id: string }[]).map((row) => row.id);
   }
 
-  /** Ends the live sessions `liveSessionsOfDeviceStatement` locked, when sent after it in the same transaction. */
-  endLiveSessionsOfDeviceStatement(entitlementId: string, fingerprintHash: string, now: Date): Statement {
+  /** Ends these sessions, giving back their floating seats (the caller counts them in floating_seat_counts). */
+  endSessionsStatement(sessionIds: string[], now: Date): Statement {
     return {
-      sql: "UPDATE license_sessions SET state = ?, ended_at = ? WHERE entitlement_id = ? AND fingerprint_hash = ? AND state = ?",
-      parameters: [SESSION_STATE.ended, this.date(now), entitlementId, fingerprintHash, SESSION_STATE.live],
+      sql: `UPDATE license_sessions SET state = ?, ended_at = ?, holds_floating_seat = ? WHERE id IN (${sessionIds.map(() => "?").join(", ")})`,
+      parameters: [SESSION_STATE.ended, this.date(now), this.bool(false), ...sessionIds],
     };
   }
 
@@ -261,10 +266,12 @@ export class SessionStore {
     return this.sessions.hydrateAll(result)[0] ?? null;
   }
 
+  /** Ends or releases a session, giving back its floating seat (the caller counts it in floating_seat_counts). */
   async endSession(manager: EntityManager, sessionId: string, state: number, now: Date): Promise<void> {
-    await manager.query("UPDATE license_sessions SET state = ?, ended_at = ? WHERE id = ?", [
+    await manager.query("UPDATE license_sessions SET state = ?, ended_at = ?, holds_floating_seat = ? WHERE id = ?", [
       state,
       this.date(now),
+      this.bool(false),
       sessionId,
     ]);
   }

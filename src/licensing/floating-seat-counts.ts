@@ -1,0 +1,108 @@
+import type { DataSource, EntityManager } from "typeorm";
+import { dialectOf, forUpdate } from "../platform/database.js";
+import type { Statement } from "../platform/statement-batch.js";
+import type { SessionStore } from "./session-store.js";
+
+/** An entitlement's floating seats as counted: sessions holding one, and a time none of their graces ends before. */
+export interface FloatingSeatCount {
+  held: number;
+  /** Null when no seat is held. */
+  earliestEnd: Date | null;
+  /** Whether the entitlement has a row yet (its first floating activation adds it). */
+  stored: boolean;
+}
+
+/**
+ * The SQL of `floating_seat_counts` (see migration 0013). Every write to a count, or to which sessions hold a
+ * seat, is made under the entitlement's row lock (activation, release, EndSession); renew, which takes only the
+ * session's lock, may lower `earliest_end` and nothing else.
+ */
+export class FloatingSeatCounts {
+  private readonly mysql: boolean;
+  private readonly forUpdate: string;
+
+  constructor(
+    dataSource: DataSource,
+    private readonly store: SessionStore,
+  ) {
+    this.mysql = dialectOf(dataSource) === "mysql";
+    this.forUpdate = forUpdate(dialectOf(dataSource));
+  }
+
+  /** The count, locked; read by `countOf`. */
+  countStatement(entitlementId: string): Statement {
+    return {
+      sql: `SELECT held, earliest_end FROM floating_seat_counts WHERE entitlement_id = ?${this.forUpdate}`,
+      parameters: [entitlementId],
+    };
+  }
+
+  countOf(result: unknown): FloatingSeatCount {
+    const [row] = result as { held: number | string; earliest_end: unknown }[];
+    if (!row) return { held: 0, earliestEnd: null, stored: false };
+    return { held: Number(row.held), earliestEnd: this.store.dateOf(row.earliest_end), stored: true };
+  }
+
+  /**
+   * The sessions still holding a seat whose grace is over at `now`, locked (read by `idsOf`); their seats given
+   * back; then the earliest grace end of those still holding one (read by `earliestOf`).
+   */
+  lapsedStatements(entitlementId: string, now: Date): Statement[] {
+    const lapsed = "entitlement_id = ? AND holds_floating_seat = ? AND grace_ends_at <= ?";
+    const parameters = [entitlementId, this.bool(true), this.store.date(now)];
+    return [
+      { sql: `SELECT id FROM license_sessions WHERE ${lapsed}${this.forUpdate}`, parameters },
+      {
+        sql: `UPDATE license_sessions SET holds_floating_seat = ? WHERE ${lapsed}`,
+        parameters: [this.bool(false), ...parameters],
+      },
+      {
+        sql: "SELECT MIN(grace_ends_at) AS earliest FROM license_sessions WHERE entitlement_id = ? AND holds_floating_seat = ?",
+        parameters: [entitlementId, this.bool(true)],
+      },
+    ];
+  }
+
+  idsOf(result: unknown): string[] {
+    return (result as { id: string }[]).map((row) => row.id);
+  }
+
+  earliestOf(result: unknown): Date | null {
+    const [row] = result as { earliest: unknown }[];
+    return this.store.dateOf(row?.earliest);
+  }
+
+  /** Writes the count an activation decided (under the entitlement's lock). */
+  storeStatement(entitlementId: string, count: FloatingSeatCount): Statement {
+    const earliestEnd = count.earliestEnd && this.store.date(count.earliestEnd);
+    if (count.stored) {
+      return {
+        sql: "UPDATE floating_seat_counts SET held = ?, earliest_end = ? WHERE entitlement_id = ?",
+        parameters: [count.held, earliestEnd, entitlementId],
+      };
+    }
+    return {
+      sql: "INSERT INTO floating_seat_counts (entitlement_id, held, earliest_end) VALUES (?, ?, ?)",
+      parameters: [entitlementId, count.held, earliestEnd],
+    };
+  }
+
+  /** A session holding a seat ended or was released (under the entitlement's lock): one seat fewer. */
+  async giveBack(manager: EntityManager, entitlementId: string): Promise<void> {
+    await manager.query("UPDATE floating_seat_counts SET held = held - 1 WHERE entitlement_id = ?", [entitlementId]);
+  }
+
+  /** A renewal ended a held seat's grace sooner than before: the earliest end is no later than the new one. */
+  earlierEndStatement(entitlementId: string, graceEndsAt: Date): Statement {
+    const least = this.mysql ? "LEAST" : "MIN";
+    const end = this.store.date(graceEndsAt);
+    return {
+      sql: `UPDATE floating_seat_counts SET earliest_end = ${least}(COALESCE(earliest_end, ?), ?) WHERE entitlement_id = ?`,
+      parameters: [end, end, entitlementId],
+    };
+  }
+
+  private bool(value: boolean): unknown {
+    return this.mysql ? value : value ? 1 : 0;
+  }
+}

@@ -1,0 +1,199 @@
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import anyTest, { type ExecutionContext, type TestFn } from "ava";
+import type { DataSource } from "typeorm";
+import { catalogEntities } from "../../src/catalog/entities.js";
+import { licensingEntities } from "../../src/licensing/entities.js";
+import type { DatabaseConfig } from "../../src/platform/config.js";
+import { createDataSource, migrate } from "../../src/platform/database.js";
+import { migrations } from "../../src/platform/migrations/index.js";
+import { activate, ENTITLEMENTS, entitlementWithCode, sessionCall, sessionIdOf } from "../support/licensing.js";
+import { type ManualClock, manualClock } from "../support/manual-clock.js";
+import { countMysqlQueries } from "../support/mysql-query-count.js";
+import { rest } from "../support/rest.js";
+import { createTestDatabase, startTestServer, type TestServer } from "../support/test-server.js";
+
+// Floating seats are counted in floating_seat_counts instead of scanned: these tests check the count against the
+// sessions themselves after every kind of change, including seats whose grace ran out unannounced.
+
+interface Running {
+  server: TestServer;
+  clock: ManualClock;
+}
+interface Context {
+  mysql: Running;
+  /** A second instance on the same MySQL database and Redis, its clock started 30 s behind the first's. */
+  mysqlBehind: Running;
+  embedded: Running;
+  database: { url: string; drop(): Promise<void> };
+  folder: string;
+}
+const test = anyTest as TestFn<Context>;
+const MODES = ["mysql", "embedded"] as const;
+
+const LEASE_MS = 120_000;
+const GRACE_MS = 60_000;
+const POLICY = {
+  claimBasedActivation: {
+    numberOfSeats: 2,
+    isFloatingLicense: true,
+    leaseTime: "00:02:00",
+    gracePeriod: "00:01:00",
+    allowOffLineUse: true,
+  },
+};
+
+/** Lapsed-seat looks sent by this process to MySQL. */
+const lapsedLooks = countMysqlQueries(/UPDATE license_sessions SET holds_floating_seat/);
+
+test.before(async (t) => {
+  const start = Date.now();
+  t.context.database = await createTestDatabase();
+  t.context.folder = fs.mkdtempSync(path.join(os.tmpdir(), "provision-floating-seats-"));
+  const started = async (clock: ManualClock, options: Parameters<typeof startTestServer>[0]) => ({
+    clock,
+    server: await startTestServer({ clock, ...options }),
+  });
+  const databaseUrl = t.context.database.url;
+  t.context.mysql = await started(manualClock(start), { databaseUrl });
+  t.context.mysqlBehind = await started(manualClock(start - 30_000), { databaseUrl });
+  t.context.embedded = await started(manualClock(start), {
+    embedded: { file: path.join(t.context.folder, "db.sqlite") },
+  });
+});
+
+test.after.always(async (t) => {
+  for (const running of [t.context.mysql, t.context.mysqlBehind, t.context.embedded]) await running?.server.close();
+  await t.context.database?.drop();
+  fs.rmSync(t.context.folder, { recursive: true, force: true });
+});
+
+/** The entitlement's count beside the sessions it counts, read from the database. */
+async function seats(dataSource: DataSource, entitlementId: string) {
+  const [count] = (await dataSource.query("SELECT held FROM floating_seat_counts WHERE entitlement_id = ?", [
+    entitlementId,
+  ])) as { held: number | string }[];
+  const [holding] = (await dataSource.query(
+    "SELECT COUNT(*) AS n FROM license_sessions WHERE entitlement_id = ? AND holds_floating_seat = 1 AND state = 1",
+    [entitlementId],
+  )) as { n: number | string }[];
+  return { held: Number(count?.held ?? 0), holding: Number(holding.n) };
+}
+
+async function expectSeats(t: ExecutionContext, dataSource: DataSource, entitlementId: string, held: number) {
+  t.deepEqual(await seats(dataSource, entitlementId), { held, holding: held });
+}
+
+function activated(t: ExecutionContext, answer: { status: number; body: Record<string, unknown> }): string {
+  t.is(answer.status, 200, JSON.stringify(answer.body));
+  return answer.body.licenseToken as string;
+}
+
+function refusedForSeats(t: ExecutionContext, answer: { status: number; body: Record<string, unknown> }) {
+  t.is(answer.status, 409, JSON.stringify(answer.body));
+  t.is(answer.body.type, "urn:provision:problem:seat-limit-reached");
+}
+
+for (const mode of MODES) {
+  test.serial(
+    `a lapsed seat comes back at the next activation, and the count follows every change (${mode})`,
+    async (t) => {
+      const { server, clock } = t.context[mode];
+      const { dataSource } = server.app;
+      const { entitlementId, code } = await entitlementWithCode(server.baseUrl, POLICY);
+      const activation = (fingerprint: string) => activate(server.baseUrl, { activationCode: code, fingerprint });
+      activated(t, await activation("a"));
+      const b = activated(t, await activation("b"));
+      refusedForSeats(t, await activation("c"));
+      await expectSeats(t, dataSource, entitlementId, 2);
+
+      // b renews; a does not, and its grace ends while nobody is looking.
+      clock.advance(150_000);
+      t.is((await sessionCall(server.baseUrl, b, "renew")).status, 200);
+      clock.advance(LEASE_MS + GRACE_MS - 150_000 + 10_000);
+      const looksBefore = lapsedLooks();
+      const c = activated(t, await activation("c"));
+      refusedForSeats(t, await activation("d"));
+      if (mode === "mysql") t.is(lapsedLooks() - looksBefore, 1, "looked for lapsed seats once, then not again");
+      await expectSeats(t, dataSource, entitlementId, 2);
+
+      // Release and EndSession give a seat back; a device activating again keeps its one seat.
+      t.is((await sessionCall(server.baseUrl, c, "release")).status, 200);
+      t.is((await sessionCall(server.baseUrl, c, "release")).status, 200, "released again answers as the first");
+      await expectSeats(t, dataSource, entitlementId, 1);
+      const d = activated(t, await activation("d"));
+      const ended = await rest(server.baseUrl, "DELETE", `${ENTITLEMENTS}/${entitlementId}/sessions/${sessionIdOf(d)}`);
+      t.is(ended.status, 200);
+      await expectSeats(t, dataSource, entitlementId, 1);
+      activated(t, await activation("e"));
+      activated(t, await activation("e"));
+      await expectSeats(t, dataSource, entitlementId, 2);
+      refusedForSeats(t, await activation("f"));
+    },
+  );
+
+  test.serial(`a renewal with a shorter lease is found lapsed when its new grace ends (${mode})`, async (t) => {
+    const { server, clock } = t.context[mode];
+    const { entitlementId, code } = await entitlementWithCode(server.baseUrl, {
+      claimBasedActivation: { ...POLICY.claimBasedActivation, numberOfSeats: 1 },
+    });
+    const a = activated(t, await activate(server.baseUrl, { activationCode: code, fingerprint: "a" }));
+    // A 10-second lease now ends a's grace well before the 3 minutes counted at activation.
+    const renewed = await sessionCall(server.baseUrl, a, "renew", { requestedLeaseDuration: "10s" });
+    t.is(renewed.status, 200, JSON.stringify(renewed.body));
+    clock.advance(10_000 + GRACE_MS + 1_000);
+    activated(t, await activate(server.baseUrl, { activationCode: code, fingerprint: "b" }));
+    await expectSeats(t, server.app.dataSource, entitlementId, 1);
+  });
+}
+
+test.serial("an instance whose clock is behind cannot renew a session whose seat another took back", async (t) => {
+  const ahead = t.context.mysql;
+  const behind = t.context.mysqlBehind;
+  behind.clock.advance(ahead.clock.elapsedMs - behind.clock.elapsedMs);
+  const { entitlementId, code } = await entitlementWithCode(ahead.server.baseUrl, {
+    claimBasedActivation: { ...POLICY.claimBasedActivation, numberOfSeats: 1 },
+  });
+  const a = activated(t, await activate(ahead.server.baseUrl, { activationCode: code, fingerprint: "a" }));
+  // Past a's grace on the first instance's clock; 20 s before it on the second's.
+  for (const running of [ahead, behind]) running.clock.advance(LEASE_MS + GRACE_MS + 10_000);
+  activated(t, await activate(ahead.server.baseUrl, { activationCode: code, fingerprint: "b" }));
+  const renewal = await sessionCall(behind.server.baseUrl, a, "renew");
+  t.is(renewal.status, 403, JSON.stringify(renewal.body));
+  t.is(renewal.body.type, "urn:provision:problem:entitlement-expired");
+  await expectSeats(t, ahead.server.app.dataSource, entitlementId, 1);
+});
+
+/** Two floating sessions live and one released, written before migration 0013 ran: it counts the two. */
+async function migratedFromBefore(t: ExecutionContext, config: DatabaseConfig, server: TestServer) {
+  const { entitlementId, code } = await entitlementWithCode(server.baseUrl, POLICY);
+  activated(t, await activate(server.baseUrl, { activationCode: code, fingerprint: "a" }));
+  const b = activated(t, await activate(server.baseUrl, { activationCode: code, fingerprint: "b" }));
+  t.is((await sessionCall(server.baseUrl, b, "release")).status, 200);
+  activated(t, await activate(server.baseUrl, { activationCode: code, fingerprint: "c" }));
+  await server.close();
+  const dataSource = await createDataSource(
+    config,
+    [...catalogEntities, ...licensingEntities],
+    migrations,
+  ).initialize();
+  t.teardown(() => dataSource.destroy());
+  await dataSource.undoLastMigration();
+  t.false(await dataSource.createQueryRunner().hasTable("floating_seat_counts"));
+  t.deepEqual(await migrate(dataSource), ["FloatingSeatCounts1764777600000"]);
+  await expectSeats(t, dataSource, entitlementId, 2);
+}
+
+test.serial("migration 0013 counts the floating sessions live before it (mysql)", async (t) => {
+  const database = await createTestDatabase();
+  t.teardown(() => database.drop());
+  const server = await startTestServer({ databaseUrl: database.url });
+  await migratedFromBefore(t, { kind: "mysql", url: database.url }, server);
+});
+
+test.serial("migration 0013 counts the floating sessions live before it (embedded)", async (t) => {
+  const file = path.join(t.context.folder, "before-0013.sqlite");
+  const server = await startTestServer({ embedded: { file } });
+  await migratedFromBefore(t, { kind: "sqlite", file }, server);
+});
