@@ -80,12 +80,15 @@ function entitlementSeatCheck(store: SessionStore, request: SeatRequest): SeatCh
   if (!request.claim) return { reads: [], decide: async () => [] };
   const owner = request.entitlementId;
   return {
-    reads: [store.deviceCountsStatement(ENTITLEMENT_DEVICES, owner, request.fingerprintHash, seats)],
+    reads: [store.entitlementDeviceCountsStatement(owner, request.fingerprintHash)],
     decide: async ([counts]) => {
       const { count, present } = store.deviceCountsOf(counts);
       if (present) return [];
       if (seats > 0 && count >= seats) throw seatLimit(seats);
-      return [store.addDeviceStatement(ENTITLEMENT_DEVICES, deviceOf(request, owner))];
+      return [
+        store.addDeviceStatement(ENTITLEMENT_DEVICES, deviceOf(request, owner)),
+        store.countDeviceStatement(owner),
+      ];
     },
   };
 }

@@ -207,6 +207,32 @@ export class SessionStore {
     };
   }
 
+  /**
+   * Whether the entitlement holds this device, and how many devices it holds (as counted in
+   * entitlement_device_counts); read by `deviceCountsOf`. Exact under the entitlement's lock, which every
+   * change to its devices takes.
+   */
+  entitlementDeviceCountsStatement(entitlementId: string, fingerprintHash: string): Statement {
+    return {
+      sql:
+        "SELECT (SELECT held FROM entitlement_device_counts WHERE entitlement_id = ?) AS n, " +
+        "(SELECT COUNT(*) FROM entitlement_devices WHERE entitlement_id = ? AND fingerprint_hash = ?) AS mine",
+      parameters: [entitlementId, entitlementId, fingerprintHash],
+    };
+  }
+
+  /** One device more in the entitlement's count, with `addDeviceStatement` (under the entitlement's lock). */
+  countDeviceStatement(entitlementId: string): Statement {
+    const onceMore =
+      this.dataSource.options.type === "mysql"
+        ? "ON DUPLICATE KEY UPDATE held = held + 1"
+        : "ON CONFLICT (entitlement_id) DO UPDATE SET held = held + 1";
+    return {
+      sql: `INSERT INTO entitlement_device_counts (entitlement_id, held) VALUES (?, 1) ${onceMore}`,
+      parameters: [entitlementId],
+    };
+  }
+
   deviceCountsOf(result: unknown): { count: number; present: boolean } {
     const [row] = result as { n: number | string; mine: number | string }[];
     return { count: Number(row?.n ?? 0), present: Number(row?.mine ?? 0) > 0 };
@@ -233,10 +259,17 @@ export class SessionStore {
     };
   }
 
+  /** Frees a device's node-locked seat, if it holds one (under the entitlement's lock). */
   async removeDevice(manager: EntityManager, entitlementId: string, fingerprintHash: string): Promise<void> {
-    await manager.query("DELETE FROM entitlement_devices WHERE entitlement_id = ? AND fingerprint_hash = ?", [
+    const device = "entitlement_id = ? AND fingerprint_hash = ?";
+    const held = await manager.query(`SELECT 1 AS held FROM entitlement_devices WHERE ${device}${this.forUpdate}`, [
       entitlementId,
       fingerprintHash,
+    ]);
+    if ((held as unknown[]).length === 0) return;
+    await manager.query(`DELETE FROM entitlement_devices WHERE ${device}`, [entitlementId, fingerprintHash]);
+    await manager.query("UPDATE entitlement_device_counts SET held = held - 1 WHERE entitlement_id = ?", [
+      entitlementId,
     ]);
   }
 

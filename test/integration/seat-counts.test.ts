@@ -14,8 +14,9 @@ import { countMysqlQueries } from "../support/mysql-query-count.js";
 import { rest } from "../support/rest.js";
 import { createTestDatabase, startTestServer, type TestServer } from "../support/test-server.js";
 
-// Floating seats are counted in floating_seat_counts instead of scanned: these tests check the count against the
-// sessions themselves after every kind of change, including seats whose grace ran out unannounced.
+// Seats are counted instead of scanned (floating_seat_counts, entitlement_device_counts): these tests check each
+// count against the sessions or devices themselves after every kind of change, including floating seats whose
+// grace ran out unannounced.
 
 interface Running {
   server: TestServer;
@@ -85,6 +86,25 @@ async function expectSeats(t: ExecutionContext, dataSource: DataSource, entitlem
   t.deepEqual(await seats(dataSource, entitlementId), { held, holding: held });
 }
 
+/** The entitlement's device count beside its devices. */
+async function devices(dataSource: DataSource, entitlementId: string) {
+  const [count] = (await dataSource.query("SELECT held FROM entitlement_device_counts WHERE entitlement_id = ?", [
+    entitlementId,
+  ])) as { held: number | string }[];
+  const [rows] = (await dataSource.query("SELECT COUNT(*) AS n FROM entitlement_devices WHERE entitlement_id = ?", [
+    entitlementId,
+  ])) as { n: number | string }[];
+  return { held: Number(count?.held ?? 0), devices: Number(rows.n) };
+}
+
+async function expectDevices(t: ExecutionContext, dataSource: DataSource, entitlementId: string, held: number) {
+  t.deepEqual(await devices(dataSource, entitlementId), { held, devices: held });
+}
+
+const NODE_LOCKED = {
+  claimBasedActivation: { numberOfSeats: 2, isFloatingLicense: false, isTransferableLicense: true },
+};
+
 function activated(t: ExecutionContext, answer: { status: number; body: Record<string, unknown> }): string {
   t.is(answer.status, 200, JSON.stringify(answer.body));
   return answer.body.licenseToken as string;
@@ -148,6 +168,54 @@ for (const mode of MODES) {
   });
 }
 
+for (const mode of MODES) {
+  test.serial(`node-locked devices are counted as they come and go (${mode})`, async (t) => {
+    const { server } = t.context[mode];
+    const { dataSource } = server.app;
+    const { entitlementId, code } = await entitlementWithCode(server.baseUrl, NODE_LOCKED);
+    const activation = (fingerprint: string) => activate(server.baseUrl, { activationCode: code, fingerprint });
+    const a = activated(t, await activation("a"));
+    const b = activated(t, await activation("b"));
+    refusedForSeats(t, await activation("c"));
+    const aAgain = activated(t, await activation("a"));
+    await expectDevices(t, dataSource, entitlementId, 2);
+
+    // Released on a transferable license, b's seat comes back; ended by the vendor, so does a's.
+    t.is((await sessionCall(server.baseUrl, b, "release")).status, 200);
+    await expectDevices(t, dataSource, entitlementId, 1);
+    activated(t, await activation("c"));
+    await expectDevices(t, dataSource, entitlementId, 2);
+    const ended = await rest(
+      server.baseUrl,
+      "DELETE",
+      `${ENTITLEMENTS}/${entitlementId}/sessions/${sessionIdOf(aAgain)}`,
+    );
+    t.is(ended.status, 200);
+    t.is((await sessionCall(server.baseUrl, a, "release")).status, 401, "a's first session ended when a came back");
+    await expectDevices(t, dataSource, entitlementId, 1);
+    activated(t, await activation("d"));
+    refusedForSeats(t, await activation("e"));
+    await expectDevices(t, dataSource, entitlementId, 2);
+  });
+
+  test.serial(`releasing a session activated before the seats were node-locked frees no seat (${mode})`, async (t) => {
+    const { server } = t.context[mode];
+    const { entitlementId, code } = await entitlementWithCode(server.baseUrl, {});
+    const activation = (fingerprint: string) => activate(server.baseUrl, { activationCode: code, fingerprint });
+    const x = activated(t, await activation("x"));
+    const changed = await rest(server.baseUrl, "PUT", `${ENTITLEMENTS}/${entitlementId}`, {
+      activationPolicy: NODE_LOCKED,
+    });
+    t.is(changed.status, 200);
+    activated(t, await activation("w"));
+    t.is((await sessionCall(server.baseUrl, x, "release")).status, 200);
+    await expectDevices(t, server.app.dataSource, entitlementId, 1);
+    activated(t, await activation("y"));
+    refusedForSeats(t, await activation("z"));
+    await expectDevices(t, server.app.dataSource, entitlementId, 2);
+  });
+}
+
 test.serial("an instance whose clock is behind cannot renew a session whose seat another took back", async (t) => {
   const ahead = t.context.mysql;
   const behind = t.context.mysqlBehind;
@@ -165,35 +233,46 @@ test.serial("an instance whose clock is behind cannot renew a session whose seat
   await expectSeats(t, ahead.server.app.dataSource, entitlementId, 1);
 });
 
-/** Two floating sessions live and one released, written before migration 0013 ran: it counts the two. */
+/**
+ * Two floating sessions live and one released, and three node-locked devices, written before migrations 0013
+ * and 0014 ran: they count the two sessions and the three devices.
+ */
 async function migratedFromBefore(t: ExecutionContext, config: DatabaseConfig, server: TestServer) {
-  const { entitlementId, code } = await entitlementWithCode(server.baseUrl, POLICY);
-  activated(t, await activate(server.baseUrl, { activationCode: code, fingerprint: "a" }));
-  const b = activated(t, await activate(server.baseUrl, { activationCode: code, fingerprint: "b" }));
+  const floating = await entitlementWithCode(server.baseUrl, POLICY);
+  const activation = (code: string, fingerprint: string) =>
+    activate(server.baseUrl, { activationCode: code, fingerprint });
+  activated(t, await activation(floating.code, "a"));
+  const b = activated(t, await activation(floating.code, "b"));
   t.is((await sessionCall(server.baseUrl, b, "release")).status, 200);
-  activated(t, await activate(server.baseUrl, { activationCode: code, fingerprint: "c" }));
+  activated(t, await activation(floating.code, "c"));
+  const nodeLocked = await entitlementWithCode(server.baseUrl, {
+    claimBasedActivation: { ...NODE_LOCKED.claimBasedActivation, numberOfSeats: 5 },
+  });
+  for (const fingerprint of ["x", "y", "z"]) activated(t, await activation(nodeLocked.code, fingerprint));
   await server.close();
-  const dataSource = await createDataSource(
-    config,
-    [...catalogEntities, ...licensingEntities],
-    migrations,
-  ).initialize();
+  const entities = [...catalogEntities, ...licensingEntities];
+  const dataSource = await createDataSource(config, entities, migrations).initialize();
   t.teardown(() => dataSource.destroy());
   await dataSource.undoLastMigration();
-  t.false(await dataSource.createQueryRunner().hasTable("floating_seat_counts"));
-  t.deepEqual(await migrate(dataSource), ["FloatingSeatCounts1764777600000"]);
-  await expectSeats(t, dataSource, entitlementId, 2);
+  await dataSource.undoLastMigration();
+  const runner = dataSource.createQueryRunner();
+  t.false(await runner.hasTable("floating_seat_counts"));
+  t.false(await runner.hasTable("entitlement_device_counts"));
+  await runner.release();
+  t.deepEqual(await migrate(dataSource), ["FloatingSeatCounts1764777600000", "EntitlementDeviceCounts1764864000000"]);
+  await expectSeats(t, dataSource, floating.entitlementId, 2);
+  await expectDevices(t, dataSource, nodeLocked.entitlementId, 3);
 }
 
-test.serial("migration 0013 counts the floating sessions live before it (mysql)", async (t) => {
+test.serial("migrations 0013 and 0014 count the seats held before them (mysql)", async (t) => {
   const database = await createTestDatabase();
   t.teardown(() => database.drop());
   const server = await startTestServer({ databaseUrl: database.url });
   await migratedFromBefore(t, { kind: "mysql", url: database.url }, server);
 });
 
-test.serial("migration 0013 counts the floating sessions live before it (embedded)", async (t) => {
-  const file = path.join(t.context.folder, "before-0013.sqlite");
+test.serial("migrations 0013 and 0014 count the seats held before them (embedded)", async (t) => {
+  const file = path.join(t.context.folder, "before-0013-0014.sqlite");
   const server = await startTestServer({ embedded: { file } });
   await migratedFromBefore(t, { kind: "sqlite", file }, server);
 });
