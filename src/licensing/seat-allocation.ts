@@ -59,7 +59,7 @@ function codeDevicesCheck(store: SessionStore, request: SeatRequest): SeatCheck 
   }
   const limit = Math.max(request.code.maxDeviceActivations, 1);
   return {
-    reads: [store.deviceCountsStatement(CODE_DEVICES, request.code.id, request.fingerprintHash, limit)],
+    reads: [store.deviceCountsStatement(CODE_DEVICES, request.code.id, request.fingerprintHash)],
     decide: async ([counts]) => {
       const { count, present } = store.deviceCountsOf(counts);
       if (present) return [];
@@ -69,7 +69,10 @@ function codeDevicesCheck(store: SessionStore, request: SeatRequest): SeatCheck 
           "device-limit-reached",
         );
       }
-      return [store.addDeviceStatement(CODE_DEVICES, device)];
+      return [
+        store.addDeviceStatement(CODE_DEVICES, device),
+        store.countDeviceStatement(CODE_DEVICES, request.code.id),
+      ];
     },
   };
 }
@@ -80,14 +83,14 @@ function entitlementSeatCheck(store: SessionStore, request: SeatRequest): SeatCh
   if (!request.claim) return { reads: [], decide: async () => [] };
   const owner = request.entitlementId;
   return {
-    reads: [store.entitlementDeviceCountsStatement(owner, request.fingerprintHash)],
+    reads: [store.deviceCountsStatement(ENTITLEMENT_DEVICES, owner, request.fingerprintHash)],
     decide: async ([counts]) => {
       const { count, present } = store.deviceCountsOf(counts);
       if (present) return [];
       if (seats > 0 && count >= seats) throw seatLimit(seats);
       return [
         store.addDeviceStatement(ENTITLEMENT_DEVICES, deviceOf(request, owner)),
-        store.countDeviceStatement(owner),
+        store.countDeviceStatement(ENTITLEMENT_DEVICES, owner),
       ];
     },
   };

@@ -195,41 +195,28 @@ export class SessionStore {
   }
 
   /**
-   * Whether the owner holds this device, and how many devices it holds, counted up to `countUpTo` at most (a
-   * limit is all a decision needs, and an unlimited owner's devices are not counted); read by `deviceCountsOf`.
+   * Whether the owner (an entitlement, or a code with a limit of its own) holds this device, and how many devices
+   * it holds, as counted; read by `deviceCountsOf`. Exact under the owner's lock, which every change to its
+   * devices takes.
    */
-  deviceCountsStatement(table: DeviceTable, ownerId: string, fingerprintHash: string, countUpTo: number): Statement {
+  deviceCountsStatement(table: DeviceTable, ownerId: string, fingerprintHash: string): Statement {
     return {
       sql:
-        `SELECT (SELECT COUNT(*) FROM (SELECT 1 AS one FROM ${table.name} WHERE ${table.owner} = ? LIMIT ?) AS counted) AS n, ` +
+        `SELECT (SELECT held FROM ${table.counts} WHERE ${table.owner} = ?) AS n, ` +
         `(SELECT COUNT(*) FROM ${table.name} WHERE ${table.owner} = ? AND fingerprint_hash = ?) AS mine`,
-      parameters: [ownerId, Math.max(countUpTo, 0), ownerId, fingerprintHash],
+      parameters: [ownerId, ownerId, fingerprintHash],
     };
   }
 
-  /**
-   * Whether the entitlement holds this device, and how many devices it holds (as counted in
-   * entitlement_device_counts); read by `deviceCountsOf`. Exact under the entitlement's lock, which every
-   * change to its devices takes.
-   */
-  entitlementDeviceCountsStatement(entitlementId: string, fingerprintHash: string): Statement {
-    return {
-      sql:
-        "SELECT (SELECT held FROM entitlement_device_counts WHERE entitlement_id = ?) AS n, " +
-        "(SELECT COUNT(*) FROM entitlement_devices WHERE entitlement_id = ? AND fingerprint_hash = ?) AS mine",
-      parameters: [entitlementId, entitlementId, fingerprintHash],
-    };
-  }
-
-  /** One device more in the entitlement's count, with `addDeviceStatement` (under the entitlement's lock). */
-  countDeviceStatement(entitlementId: string): Statement {
+  /** One device more in the owner's count, with `addDeviceStatement` (under the owner's lock). */
+  countDeviceStatement(table: DeviceTable, ownerId: string): Statement {
     const onceMore =
       this.dataSource.options.type === "mysql"
         ? "ON DUPLICATE KEY UPDATE held = held + 1"
-        : "ON CONFLICT (entitlement_id) DO UPDATE SET held = held + 1";
+        : `ON CONFLICT (${table.owner}) DO UPDATE SET held = held + 1`;
     return {
-      sql: `INSERT INTO entitlement_device_counts (entitlement_id, held) VALUES (?, 1) ${onceMore}`,
-      parameters: [entitlementId],
+      sql: `INSERT INTO ${table.counts} (${table.owner}, held) VALUES (?, 1) ${onceMore}`,
+      parameters: [ownerId],
     };
   }
 
@@ -364,10 +351,20 @@ export class SessionStore {
 export interface DeviceTable {
   name: string;
   owner: string;
+  /** The table counting each owner's devices. */
+  counts: string;
 }
 
-export const ENTITLEMENT_DEVICES: DeviceTable = { name: "entitlement_devices", owner: "entitlement_id" };
-export const CODE_DEVICES: DeviceTable = { name: "activation_code_devices", owner: "activation_code_id" };
+export const ENTITLEMENT_DEVICES: DeviceTable = {
+  name: "entitlement_devices",
+  owner: "entitlement_id",
+  counts: "entitlement_device_counts",
+};
+export const CODE_DEVICES: DeviceTable = {
+  name: "activation_code_devices",
+  owner: "activation_code_id",
+  counts: "activation_code_device_counts",
+};
 
 export interface DeviceToAdd {
   ownerId: string;

@@ -14,9 +14,9 @@ import { countMysqlQueries } from "../support/mysql-query-count.js";
 import { rest } from "../support/rest.js";
 import { createTestDatabase, startTestServer, type TestServer } from "../support/test-server.js";
 
-// Seats are counted instead of scanned (floating_seat_counts, entitlement_device_counts): these tests check each
-// count against the sessions or devices themselves after every kind of change, including floating seats whose
-// grace ran out unannounced.
+// Seats and devices are counted instead of scanned (floating_seat_counts, entitlement_device_counts,
+// activation_code_device_counts): these tests check each count against the sessions or devices themselves after
+// every kind of change, including floating seats whose grace ran out unannounced.
 
 interface Running {
   server: TestServer;
@@ -86,20 +86,46 @@ async function expectSeats(t: ExecutionContext, dataSource: DataSource, entitlem
   t.deepEqual(await seats(dataSource, entitlementId), { held, holding: held });
 }
 
-/** The entitlement's device count beside its devices. */
-async function devices(dataSource: DataSource, entitlementId: string) {
-  const [count] = (await dataSource.query("SELECT held FROM entitlement_device_counts WHERE entitlement_id = ?", [
-    entitlementId,
-  ])) as { held: number | string }[];
-  const [rows] = (await dataSource.query("SELECT COUNT(*) AS n FROM entitlement_devices WHERE entitlement_id = ?", [
-    entitlementId,
-  ])) as { n: number | string }[];
+const ENTITLEMENT = { devices: "entitlement_devices", counts: "entitlement_device_counts", owner: "entitlement_id" };
+const CODE = {
+  devices: "activation_code_devices",
+  counts: "activation_code_device_counts",
+  owner: "activation_code_id",
+};
+
+/** An owner's device count beside its devices. */
+async function devices(dataSource: DataSource, ownerId: string, table = ENTITLEMENT) {
+  const where = `WHERE ${table.owner} = ?`;
+  const [count] = (await dataSource.query(`SELECT held FROM ${table.counts} ${where}`, [ownerId])) as {
+    held: number | string;
+  }[];
+  const [rows] = (await dataSource.query(`SELECT COUNT(*) AS n FROM ${table.devices} ${where}`, [ownerId])) as {
+    n: number | string;
+  }[];
   return { held: Number(count?.held ?? 0), devices: Number(rows.n) };
 }
 
-async function expectDevices(t: ExecutionContext, dataSource: DataSource, entitlementId: string, held: number) {
-  t.deepEqual(await devices(dataSource, entitlementId), { held, devices: held });
+async function expectDevices(
+  t: ExecutionContext,
+  dataSource: DataSource,
+  ownerId: string,
+  held: number,
+  table = ENTITLEMENT,
+) {
+  t.deepEqual(await devices(dataSource, ownerId, table), { held, devices: held });
 }
+
+/** The id of the entitlement's one activation code. */
+async function codeIdOf(dataSource: DataSource, entitlementId: string): Promise<string> {
+  const [row] = (await dataSource.query("SELECT id FROM activation_codes WHERE entitlement_id = ?", [
+    entitlementId,
+  ])) as {
+    id: string;
+  }[];
+  return row.id;
+}
+
+const LIMITED_CODE = { maxDeviceActivations: 2, useEntitlementMaxActivations: false };
 
 const NODE_LOCKED = {
   claimBasedActivation: { numberOfSeats: 2, isFloatingLicense: false, isTransferableLicense: true },
@@ -216,6 +242,23 @@ for (const mode of MODES) {
   });
 }
 
+for (const mode of MODES) {
+  test.serial(`a code's devices are counted up to its limit (${mode})`, async (t) => {
+    const { server } = t.context[mode];
+    const { dataSource } = server.app;
+    const floating = { claimBasedActivation: { ...POLICY.claimBasedActivation, numberOfSeats: 10 } };
+    const { entitlementId, code } = await entitlementWithCode(server.baseUrl, floating, LIMITED_CODE);
+    const activation = (fingerprint: string) => activate(server.baseUrl, { activationCode: code, fingerprint });
+    activated(t, await activation("a"));
+    activated(t, await activation("b"));
+    const third = await activation("c");
+    t.is(third.status, 409);
+    t.is(third.body.type, "urn:provision:problem:device-limit-reached");
+    activated(t, await activation("a"));
+    await expectDevices(t, dataSource, await codeIdOf(dataSource, entitlementId), 2, CODE);
+  });
+}
+
 test.serial("an instance whose clock is behind cannot renew a session whose seat another took back", async (t) => {
   const ahead = t.context.mysql;
   const behind = t.context.mysqlBehind;
@@ -234,8 +277,8 @@ test.serial("an instance whose clock is behind cannot renew a session whose seat
 });
 
 /**
- * Two floating sessions live and one released, and three node-locked devices, written before migrations 0013
- * and 0014 ran: they count the two sessions and the three devices.
+ * Two floating sessions live and one released, three node-locked devices and a limited code's two, written before
+ * migrations 0013–0015 ran: they count them.
  */
 async function migratedFromBefore(t: ExecutionContext, config: DatabaseConfig, server: TestServer) {
   const floating = await entitlementWithCode(server.baseUrl, POLICY);
@@ -249,30 +292,38 @@ async function migratedFromBefore(t: ExecutionContext, config: DatabaseConfig, s
     claimBasedActivation: { ...NODE_LOCKED.claimBasedActivation, numberOfSeats: 5 },
   });
   for (const fingerprint of ["x", "y", "z"]) activated(t, await activation(nodeLocked.code, fingerprint));
+  const limited = await entitlementWithCode(server.baseUrl, {}, { ...LIMITED_CODE, maxDeviceActivations: 5 });
+  for (const fingerprint of ["p", "q"]) activated(t, await activation(limited.code, fingerprint));
+  const limitedCodeId = await codeIdOf(server.app.dataSource, limited.entitlementId);
   await server.close();
   const entities = [...catalogEntities, ...licensingEntities];
   const dataSource = await createDataSource(config, entities, migrations).initialize();
   t.teardown(() => dataSource.destroy());
-  await dataSource.undoLastMigration();
-  await dataSource.undoLastMigration();
+  for (let undone = 0; undone < 3; undone++) await dataSource.undoLastMigration();
   const runner = dataSource.createQueryRunner();
   t.false(await runner.hasTable("floating_seat_counts"));
   t.false(await runner.hasTable("entitlement_device_counts"));
+  t.false(await runner.hasTable("activation_code_device_counts"));
   await runner.release();
-  t.deepEqual(await migrate(dataSource), ["FloatingSeatCounts1764777600000", "EntitlementDeviceCounts1764864000000"]);
+  t.deepEqual(await migrate(dataSource), [
+    "FloatingSeatCounts1764777600000",
+    "EntitlementDeviceCounts1764864000000",
+    "CodeDeviceCounts1764950400000",
+  ]);
   await expectSeats(t, dataSource, floating.entitlementId, 2);
   await expectDevices(t, dataSource, nodeLocked.entitlementId, 3);
+  await expectDevices(t, dataSource, limitedCodeId, 2, CODE);
 }
 
-test.serial("migrations 0013 and 0014 count the seats held before them (mysql)", async (t) => {
+test.serial("migrations 0013–0015 count the seats and devices held before them (mysql)", async (t) => {
   const database = await createTestDatabase();
   t.teardown(() => database.drop());
   const server = await startTestServer({ databaseUrl: database.url });
   await migratedFromBefore(t, { kind: "mysql", url: database.url }, server);
 });
 
-test.serial("migrations 0013 and 0014 count the seats held before them (embedded)", async (t) => {
-  const file = path.join(t.context.folder, "before-0013-0014.sqlite");
+test.serial("migrations 0013–0015 count the seats and devices held before them (embedded)", async (t) => {
+  const file = path.join(t.context.folder, "before-0013.sqlite");
   const server = await startTestServer({ embedded: { file } });
   await migratedFromBefore(t, { kind: "sqlite", file }, server);
 });

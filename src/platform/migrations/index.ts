@@ -12,6 +12,7 @@ import { UsageStatusRecheck1764604800000 } from "./0011-usage-status-recheck.js"
 import { FloatingSeatIndex1764691200000 } from "./0012-floating-seat-index.js";
 import { FloatingSeatCounts1764777600000 } from "./0013-floating-seat-counts.js";
 import { EntitlementDeviceCounts1764864000000 } from "./0014-entitlement-device-counts.js";
+import { CodeDeviceCounts1764950400000 } from "./0015-code-device-counts.js";
 
 /** Every migration, oldest first. Never edit one that has shipped: add the next. */
 export const migrations = [
@@ -29,4 +30,5 @@ export const migrations = [
   FloatingSeatIndex1764691200000,
   FloatingSeatCounts1764777600000,
   EntitlementDeviceCounts1764864000000,
+  CodeDeviceCounts1764950400000,
 ];
