@@ -144,8 +144,9 @@ export async function renewSession(
 
 /**
  * A live session's new lease and the claims of its new token: one batch reads the session (locked), its
- * entitlement (as the token names it), products, code and features; a second extends the lease and commits
- * (on MySQL the first starts the transaction: two round trips).
+ * entitlement (as the token names it), products and code; a second extends the lease and commits (on MySQL the
+ * first starts the transaction: two round trips). The features are those an activation on this instance kept
+ * for the revision read, or else read in the second batch.
  */
 async function renewInTransaction(
   deps: SessionCallDependencies,
@@ -154,12 +155,11 @@ async function renewInTransaction(
 ): Promise<{ claims: LicenseClaims; lease: Lease }> {
   const { store, dataSource } = deps;
   const { sessionId, entitlementId, now } = request;
-  const [sessionRows, entitlementRows, productRows, codeRows, featureRows] = await transaction.run([
+  const [sessionRows, entitlementRows, productRows, codeRows] = await transaction.run([
     store.sessionStatement(sessionId, true),
     store.entitlementStatement(entitlementId, false),
     store.licensedProductsStatement(entitlementId),
     activationCodeOfSessionStatement(dataSource.manager, sessionId),
-    store.entitlementFeaturesStatement(entitlementId),
   ]);
   const found = store.sessionOf(sessionRows);
   if (!found || found.state !== SESSION_STATE.live) throw sessionGone(found?.state ?? SESSION_STATE.ended);
@@ -174,9 +174,11 @@ async function renewInTransaction(
   refuseUnlessRunning(seatLapsed(found) ? SessionStatus.EXPIRED : sessionStatus(facts, standingOf(found), now));
   const lease = leaseFor(facts, codeFacts(code), request.requestedMs, now, facts.firstActivationAt ?? null);
   const sooner = found.holdsFloatingSeat && lease.graceEndsAt < found.graceEndsAt;
-  await transaction.commitWith([
+  const kept = deps.entitlementFeatures.get(entitlementId, entitlement.revision);
+  const written = await transaction.commitWith([
     store.extendLeaseStatement(sessionId, lease),
     ...(sooner ? [store.floatingSeats.earlierEndStatement(entitlementId, lease.graceEndsAt)] : []),
+    ...(kept ? [] : [store.entitlementFeaturesStatement(entitlementId)]),
   ]);
   const claims = licenseClaimsFor({
     entitlement,
@@ -184,7 +186,7 @@ async function renewInTransaction(
     sessionId,
     fingerprint: found.fingerprint,
     lease,
-    features: store.featuresOf(featureRows),
+    features: kept ?? store.featuresOf(written[written.length - 1]),
     trial: found.isTrial,
     now,
   });

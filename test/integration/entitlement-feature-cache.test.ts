@@ -2,7 +2,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import anyTest, { type TestFn } from "ava";
-import { activate, codesPath, ENTITLEMENTS } from "../support/licensing.js";
+import { activate, codesPath, ENTITLEMENTS, sessionCall } from "../support/licensing.js";
 import { countMysqlQueries } from "../support/mysql-query-count.js";
 import { PRODUCTS, rest } from "../support/rest.js";
 import { createTestDatabase, startTestServer, type TestServer } from "../support/test-server.js";
@@ -123,4 +123,47 @@ test("MySQL: a feature changed through another instance is in this instance's ne
   t.is((await changeFeature(first.baseUrl, entitlementId, { id: featureId, value: "42" })).status, 200);
   // No waiting for an invalidation: the revision the second instance locks tells it at once.
   t.deepEqual(await featuresOfNewLicense(second.baseUrl, code), { export: "42" });
+});
+
+/** A license for a new device, and a way to renew it answering the renewed token's `fea` claim. */
+async function renewable(baseUrl: string, code: string) {
+  const answer = await activate(baseUrl, { activationCode: code, fingerprint: `device-${Math.random()}` });
+  if (answer.status !== 200) throw new Error(`activation: ${answer.status} ${JSON.stringify(answer.body)}`);
+  let token = answer.body.licenseToken as string;
+  return async (on = baseUrl): Promise<Record<string, string>> => {
+    const renewed = await sessionCall(on, token, "renew");
+    if (renewed.status !== 200) throw new Error(`renew: ${renewed.status} ${JSON.stringify(renewed.body)}`);
+    token = renewed.body.licenseToken as string;
+    return JSON.parse(Buffer.from(token.split(".")[1], "base64url").toString("utf8")).fea;
+  };
+}
+
+for (const mode of ["MySQL", "SQLite"] as const) {
+  test(`${mode}: a renewed license names the features as changed since`, async (t) => {
+    const { baseUrl } = mode === "MySQL" ? t.context.first : t.context.embedded;
+    const { entitlementId, featureId, code } = await entitlementWithFeature(baseUrl);
+    const renew = await renewable(baseUrl, code);
+    t.deepEqual(await renew(), { export: "10" });
+    t.is((await changeFeature(baseUrl, entitlementId, { id: featureId, value: "5" })).status, 200);
+    t.deepEqual(await renew(), { export: "5" });
+    t.is((await changeFeature(baseUrl, entitlementId, { id: featureId, isEnabled: false })).status, 200);
+    t.deepEqual(await renew(), {});
+  });
+}
+
+test.serial("MySQL: renew reads the features only when no activation kept them for the revision it read", async (t) => {
+  const { first, second } = t.context;
+  const { entitlementId, featureId, code } = await entitlementWithFeature(first.baseUrl);
+  const renew = await renewable(first.baseUrl, code);
+  const readsOf = async (expected: Record<string, string>, on = first.baseUrl) => {
+    const before = featureReads();
+    t.deepEqual(await renew(on), expected);
+    return featureReads() - before;
+  };
+  t.is(await readsOf({ export: "10" }), 0, "kept by the activation");
+  t.is((await changeFeature(first.baseUrl, entitlementId, { id: featureId, value: "8" })).status, 200);
+  t.is(await readsOf({ export: "8" }), 1, "a new revision, not kept yet");
+  t.is(await readsOf({ export: "8" }, second.baseUrl), 1, "another instance kept nothing");
+  t.deepEqual(await featuresOfNewLicense(first.baseUrl, code), { export: "8" });
+  t.is(await readsOf({ export: "8" }), 0, "kept by the activation since");
 });
