@@ -64,7 +64,7 @@ export class FloatingSeatCounts {
   }
 
   idsOf(result: unknown): string[] {
-    return (result as { id: string }[]).map((row) => row.id);
+    return this.store.idsOf(result);
   }
 
   earliestOf(result: unknown): Date | null {

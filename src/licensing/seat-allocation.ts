@@ -25,7 +25,7 @@ export interface SeatDecision {
 
 /** A seat decision in two steps, so that an activation can batch its statements. */
 export interface SeatCheck {
-  /** What the decision reads; run after the device's earlier live sessions were ended. */
+  /** What the decision reads; run with the device's earlier live sessions locked (they end with the writes). */
   reads: Statement[];
   /** From the reads' results, in their order: the rows to write for the seat, or a 409 thrown. */
   decide(results: unknown[], decision: SeatDecision): Promise<Statement[]>;
@@ -33,7 +33,7 @@ export interface SeatCheck {
 
 /**
  * Takes a seat for a device, or refuses with 409. Runs inside the activation's transaction, after the
- * entitlement's row was locked and the device's earlier live sessions were ended, so every count is exact.
+ * entitlement's row was locked (as every change to a count locks it first), so every count is exact.
  * - Floating: live sessions (lease + grace not over) are the seats in use, as counted in floating_seat_counts.
  * - Node-locked: each distinct device ever activated holds a seat (until released on a transferable
  *   license, or ended by the vendor); a device that holds one activates again without a second.

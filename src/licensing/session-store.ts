@@ -165,7 +165,7 @@ export class SessionStore {
   }
 
   /**
-   * The live sessions of one device on an entitlement, locked (read by `devicesSessionsOf`): it activates again,
+   * The live sessions of one device on an entitlement, locked (read by `deviceSessionsOf`): it activates again,
    * and they end with `endSessionsStatement`.
    */
   liveSessionsOfDeviceStatement(entitlementId: string, fingerprintHash: string): Statement {
