@@ -43,33 +43,24 @@ export class FloatingSeatCounts {
     return { held: Number(row.held), earliestEnd: this.store.dateOf(row.earliest_end), stored: true };
   }
 
-  /**
-   * The sessions still holding a seat whose grace is over at `now`, locked (read by `idsOf`); their seats given
-   * back; then the earliest grace end of those still holding one (read by `earliestOf`).
-   */
-  lapsedStatements(entitlementId: string, now: Date): Statement[] {
-    const lapsed = "entitlement_id = ? AND holds_floating_seat = ? AND grace_ends_at <= ?";
-    const parameters = [entitlementId, this.bool(true), this.store.date(now)];
-    return [
-      { sql: `SELECT id FROM license_sessions WHERE ${lapsed}${this.forUpdate}`, parameters },
-      {
-        sql: `UPDATE license_sessions SET holds_floating_seat = ? WHERE ${lapsed}`,
-        parameters: [this.bool(false), ...parameters],
-      },
-      {
-        sql: "SELECT MIN(grace_ends_at) AS earliest FROM license_sessions WHERE entitlement_id = ? AND holds_floating_seat = ?",
-        parameters: [entitlementId, this.bool(true)],
-      },
-    ];
+  /** The sessions still holding a seat whose grace is over at `now`, locked; read by `idsOf`. */
+  lapsedStatement(entitlementId: string, now: Date): Statement {
+    return {
+      sql: `SELECT id FROM license_sessions WHERE entitlement_id = ? AND holds_floating_seat = ? AND grace_ends_at <= ?${this.forUpdate}`,
+      parameters: [entitlementId, this.bool(true), this.store.date(now)],
+    };
   }
 
   idsOf(result: unknown): string[] {
     return this.store.idsOf(result);
   }
 
-  earliestOf(result: unknown): Date | null {
-    const [row] = result as { earliest: unknown }[];
-    return this.store.dateOf(row?.earliest);
+  /** Gives back the seats of these (locked) lapsed sessions. */
+  releaseStatement(sessionIds: string[]): Statement {
+    return {
+      sql: `UPDATE license_sessions SET holds_floating_seat = ? WHERE id IN (${sessionIds.map(() => "?").join(", ")})`,
+      parameters: [this.bool(false), ...sessionIds],
+    };
   }
 
   /** Writes the count an activation decided (under the entitlement's lock). */
@@ -84,6 +75,21 @@ export class FloatingSeatCounts {
     return {
       sql: "INSERT INTO floating_seat_counts (entitlement_id, held, earliest_end) VALUES (?, ?, ?)",
       parameters: [entitlementId, count.held, earliestEnd],
+    };
+  }
+
+  /**
+   * Writes the count of an activation that looked for lapsed seats, after the seats given back: the earliest end
+   * is found again among the sessions still holding one (an index's first entry), or is the new session's.
+   */
+  recountStatement(entitlementId: string, held: number, graceEndsAt: Date): Statement {
+    const least = this.mysql ? "LEAST" : "MIN";
+    const end = this.store.date(graceEndsAt);
+    const earliest =
+      "SELECT MIN(grace_ends_at) FROM license_sessions WHERE entitlement_id = ? AND holds_floating_seat = ?";
+    return {
+      sql: `UPDATE floating_seat_counts SET held = ?, earliest_end = ${least}(?, COALESCE((${earliest}), ?)) WHERE entitlement_id = ?`,
+      parameters: [held, end, entitlementId, this.bool(true), end, entitlementId],
     };
   }
 

@@ -98,8 +98,8 @@ function entitlementSeatCheck(store: SessionStore, request: SeatRequest): SeatCh
 
 /**
  * The seats held, from the entitlement's count (kept with unlimited seats too, for a limit set later): the
- * device's earlier sessions give theirs back, and so do sessions whose grace is over, looked for only once the
- * count's earliest end has passed.
+ * device's earlier sessions give theirs back (they end in the writes, before the count is written), and so do
+ * sessions whose grace is over, looked for only once the count's earliest end has passed.
  */
 function floatingSeatCheck(counts: FloatingSeatCounts, request: SeatRequest, seats: number): SeatCheck {
   const { entitlementId, now } = request;
@@ -107,15 +107,15 @@ function floatingSeatCheck(counts: FloatingSeatCounts, request: SeatRequest, sea
     reads: [counts.countStatement(entitlementId)],
     decide: async ([result], { run, graceEndsAt, endingSeats }) => {
       const count = counts.countOf(result);
-      const givenBack = new Set(endingSeats);
-      let earliestEnd = count.earliestEnd;
-      if (earliestEnd !== null && earliestEnd <= now) {
-        const [lapsed, , earliest] = await run(counts.lapsedStatements(entitlementId, now));
-        for (const id of counts.idsOf(lapsed)) givenBack.add(id);
-        earliestEnd = counts.earliestOf(earliest);
-      }
-      const held = count.held - givenBack.size;
+      const looks = count.earliestEnd !== null && count.earliestEnd <= now;
+      const lapsed = looks ? counts.idsOf((await run([counts.lapsedStatement(entitlementId, now)]))[0]) : [];
+      const held = count.held - new Set([...endingSeats, ...lapsed]).size;
       if (seats > 0 && held >= seats) throw seatLimit(seats);
+      if (looks) {
+        const release = lapsed.length > 0 ? [counts.releaseStatement(lapsed)] : [];
+        return [...release, counts.recountStatement(entitlementId, held + 1, graceEndsAt)];
+      }
+      const { earliestEnd } = count;
       const end = earliestEnd === null || graceEndsAt < earliestEnd ? graceEndsAt : earliestEnd;
       return [counts.storeStatement(entitlementId, { held: held + 1, earliestEnd: end, stored: count.stored })];
     },
