@@ -1,9 +1,9 @@
-import { create } from "@bufbuild/protobuf";
+import { clone, create } from "@bufbuild/protobuf";
 import { type Duration, durationMs, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext } from "@connectrpc/connect";
 import type { DataSource } from "typeorm";
 import { type License, LicenseSchema } from "../../gen/provision/v1/activation_pb.js";
-import type { ActivationPolicy } from "../../gen/provision/v1/entitlement_pb.js";
+import { ActivationPolicySchema } from "../../gen/provision/v1/entitlement_pb.js";
 import type { Clock } from "../platform/clock.js";
 import { DomainError, invalidField } from "../platform/errors.js";
 import { type BatchedTransaction, inBatchedTransaction, type Statement } from "../platform/statement-batch.js";
@@ -213,7 +213,7 @@ async function activateInTransaction(
     graceEndsAt: lease.graceEndsAt,
     endingSeats: replaced.holdingSeats,
   });
-  const trialStart = trialStartStatement(store, facts.policy, entitlement.id, lease.trialEndsAt, now);
+  const trialStart = trialStartStatement(store, facts, entitlement.id, lease.trialEndsAt, now);
   const session: LicenseSessionRow = {
     id: deps.newId(),
     providerId: entitlement.providerId,
@@ -325,17 +325,22 @@ async function seatResults(transaction: BatchedTransaction, reads: Statement[], 
   return planned.results.slice(planned.readsFirstActivation ? 1 : 0);
 }
 
-/** A trial counted from the first activation starts now: its end is recorded on the policy (trialEndsAt). */
+/**
+ * A trial counted from the first activation starts now: its end is recorded on the policy (trialEndsAt), in the
+ * facts the license is built from and in the stored policy.
+ */
 function trialStartStatement(
   store: SessionStore,
-  policy: ActivationPolicy | undefined,
+  facts: EntitlementFacts,
   entitlementId: string,
   trialEndsAt: Date | null,
   now: Date,
 ): Statement[] {
-  const trialPolicy = policy?.trialActivationPolicy;
-  if (!policy || !trialPolicy || trialPolicy.trialEndsAt || !trialEndsAt) return [];
-  trialPolicy.trialEndsAt = timestampFromDate(trialEndsAt);
+  const trialPolicy = facts.policy?.trialActivationPolicy;
+  if (!facts.policy || !trialPolicy || trialPolicy.trialEndsAt || !trialEndsAt) return [];
+  const policy = clone(ActivationPolicySchema, facts.policy);
+  if (policy.trialActivationPolicy) policy.trialActivationPolicy.trialEndsAt = timestampFromDate(trialEndsAt);
+  facts.policy = policy;
   return [store.storeActivationPolicyStatement(entitlementId, policyText(policy) as string, now)];
 }
 

@@ -1,9 +1,9 @@
 import { preAuthorizedDevicesOf } from "./activation-code-mapper.js";
 import { type CodeFacts, type EntitlementFacts, enabledFeatures, type FeatureFacts } from "./activation-rules.js";
 import type { ActivationCodeRow, EntitlementFeatureRow, EntitlementRow } from "./entities.js";
-import { policyOf } from "./entitlement-mapper.js";
 import { buildLicenseClaims, type LicenseClaims } from "./license-claims.js";
 import type { LicensedProduct } from "./session-store.js";
+import { sharedPolicyOf } from "./shared-policies.js";
 
 export function entitlementFacts(
   row: EntitlementRow,
@@ -18,7 +18,7 @@ export function entitlementFacts(
     isEntitlementTrial: row.isEntitlementTrial,
     expirationDateTime: row.expirationDateTime,
     createdAt: row.createdAt,
-    policy: policyOf(row),
+    policy: sharedPolicyOf(row.activationPolicy),
     products,
     firstActivationAt,
   };
