@@ -217,6 +217,41 @@ for (const { kind, floating } of SEAT_KINDS) {
   });
 }
 
+test.serial(
+  `floating seats whose grace ran out are taken back exactly once by ${ACTIVATIONS} racing activations`,
+  async (t) => {
+    const { instances } = t.context;
+    const policy = { claimBasedActivation: { ...claimPolicy(true).claimBasedActivation, gracePeriod: "00:00:00" } };
+    const { entitlementId, code } = await entitlementWithCode(instances[0].baseUrl, policy);
+    // Every seat taken for one second, on all three processes; then nobody renews.
+    for (const [index, baseUrl] of spread(instances, SEATS).entries()) {
+      const brief = await activate(baseUrl, {
+        activationCode: code,
+        fingerprint: `brief-${index}`,
+        requestedLeaseDuration: "1s",
+      });
+      t.is(brief.status, 200, JSON.stringify(brief.body));
+    }
+    t.is((await activate(instances[0].baseUrl, { activationCode: code, fingerprint: "one-more" })).status, 409);
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    const outcomes = await startRace(spread(instances, ACTIVATIONS), code, "after-lapse").outcomes;
+    await assertExactSeats(t, entitlementId, outcomes);
+    const database = await mysql.createConnection({ uri: t.context.database.url });
+    try {
+      const [counted] = await database.query("SELECT held FROM floating_seat_counts WHERE entitlement_id = ?", [
+        entitlementId,
+      ]);
+      const [holding] = await database.query(
+        "SELECT COUNT(*) AS n FROM license_sessions WHERE entitlement_id = ? AND holds_floating_seat = 1",
+        [entitlementId],
+      );
+      t.deepEqual([(counted as { held: number }[])[0].held, Number((holding as { n: number }[])[0].n)], [SEATS, SEATS]);
+    } finally {
+      await database.end();
+    }
+  },
+);
+
 for (const { kind, floating } of SEAT_KINDS) {
   test.serial(
     `Redis flushed mid-race: still exactly ${SEATS} ${kind} seats, and every process keeps answering`,
