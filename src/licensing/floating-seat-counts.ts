@@ -1,5 +1,5 @@
 import type { DataSource, EntityManager } from "typeorm";
-import { dialectOf, forUpdate } from "../platform/database.js";
+import { type Dialect, dialectOf, forUpdate, rowDate, sqlBool, sqlLeast } from "../platform/database.js";
 import type { Statement } from "../platform/statement-batch.js";
 import type { SessionStore } from "./session-store.js";
 
@@ -18,15 +18,15 @@ export interface FloatingSeatCount {
  * session's lock, may lower `earliest_end` and nothing else.
  */
 export class FloatingSeatCounts {
-  private readonly mysql: boolean;
+  private readonly dialect: Dialect;
   private readonly forUpdate: string;
 
   constructor(
     dataSource: DataSource,
     private readonly store: SessionStore,
   ) {
-    this.mysql = dialectOf(dataSource) === "mysql";
-    this.forUpdate = forUpdate(dialectOf(dataSource));
+    this.dialect = dialectOf(dataSource);
+    this.forUpdate = forUpdate(this.dialect);
   }
 
   /** The count, locked; read by `countOf`. */
@@ -40,7 +40,7 @@ export class FloatingSeatCounts {
   countOf(result: unknown): FloatingSeatCount {
     const [row] = result as { held: number | string; earliest_end: unknown }[];
     if (!row) return { held: 0, earliestEnd: null, stored: false };
-    return { held: Number(row.held), earliestEnd: this.store.dateOf(row.earliest_end), stored: true };
+    return { held: Number(row.held), earliestEnd: rowDate(row.earliest_end), stored: true };
   }
 
   /** The sessions still holding a seat whose grace is over at `now`, locked; read by `idsOf`. */
@@ -49,10 +49,6 @@ export class FloatingSeatCounts {
       sql: `SELECT id FROM license_sessions WHERE entitlement_id = ? AND holds_floating_seat = ? AND grace_ends_at <= ?${this.forUpdate}`,
       parameters: [entitlementId, this.bool(true), this.store.date(now)],
     };
-  }
-
-  idsOf(result: unknown): string[] {
-    return this.store.idsOf(result);
   }
 
   /** Gives back the seats of these (locked) lapsed sessions. */
@@ -83,12 +79,11 @@ export class FloatingSeatCounts {
    * is found again among the sessions still holding one (an index's first entry), or is the new session's.
    */
   recountStatement(entitlementId: string, held: number, graceEndsAt: Date): Statement {
-    const least = this.mysql ? "LEAST" : "MIN";
     const end = this.store.date(graceEndsAt);
     const earliest =
       "SELECT MIN(grace_ends_at) FROM license_sessions WHERE entitlement_id = ? AND holds_floating_seat = ?";
     return {
-      sql: `UPDATE floating_seat_counts SET held = ?, earliest_end = ${least}(?, COALESCE((${earliest}), ?)) WHERE entitlement_id = ?`,
+      sql: `UPDATE floating_seat_counts SET held = ?, earliest_end = ${sqlLeast(this.dialect, "?", `COALESCE((${earliest}), ?)`)} WHERE entitlement_id = ?`,
       parameters: [held, end, entitlementId, this.bool(true), end, entitlementId],
     };
   }
@@ -100,15 +95,14 @@ export class FloatingSeatCounts {
 
   /** A renewal ended a held seat's grace sooner than before: the earliest end is no later than the new one. */
   earlierEndStatement(entitlementId: string, graceEndsAt: Date): Statement {
-    const least = this.mysql ? "LEAST" : "MIN";
     const end = this.store.date(graceEndsAt);
     return {
-      sql: `UPDATE floating_seat_counts SET earliest_end = ${least}(COALESCE(earliest_end, ?), ?) WHERE entitlement_id = ?`,
+      sql: `UPDATE floating_seat_counts SET earliest_end = ${sqlLeast(this.dialect, "COALESCE(earliest_end, ?)", "?")} WHERE entitlement_id = ?`,
       parameters: [end, end, entitlementId],
     };
   }
 
   private bool(value: boolean): unknown {
-    return this.mysql ? value : value ? 1 : 0;
+    return sqlBool(this.dialect, value);
   }
 }

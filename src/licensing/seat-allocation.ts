@@ -1,7 +1,6 @@
 import type { ClaimBasedActivation } from "../../gen/provision/v1/entitlement_pb.js";
 import { conflict } from "../platform/errors.js";
 import type { Statement } from "../platform/statement-batch.js";
-import type { FloatingSeatCounts } from "./floating-seat-counts.js";
 import { CODE_DEVICES, ENTITLEMENT_DEVICES, type SessionStore } from "./session-store.js";
 
 export interface SeatRequest {
@@ -79,7 +78,7 @@ function codeDevicesCheck(store: SessionStore, request: SeatRequest): SeatCheck 
 
 function entitlementSeatCheck(store: SessionStore, request: SeatRequest): SeatCheck {
   const seats = request.claim?.numberOfSeats ?? 0;
-  if (request.claim?.isFloatingLicense) return floatingSeatCheck(store.floatingSeats, request, seats);
+  if (request.claim?.isFloatingLicense) return floatingSeatCheck(store, request, seats);
   if (!request.claim) return { reads: [], decide: async () => [] };
   const owner = request.entitlementId;
   return {
@@ -101,14 +100,15 @@ function entitlementSeatCheck(store: SessionStore, request: SeatRequest): SeatCh
  * device's earlier sessions give theirs back (they end in the writes, before the count is written), and so do
  * sessions whose grace is over, looked for only once the count's earliest end has passed.
  */
-function floatingSeatCheck(counts: FloatingSeatCounts, request: SeatRequest, seats: number): SeatCheck {
+function floatingSeatCheck(store: SessionStore, request: SeatRequest, seats: number): SeatCheck {
   const { entitlementId, now } = request;
+  const counts = store.floatingSeats;
   return {
     reads: [counts.countStatement(entitlementId)],
     decide: async ([result], { run, graceEndsAt, endingSeats }) => {
       const count = counts.countOf(result);
       const looks = count.earliestEnd !== null && count.earliestEnd <= now;
-      const lapsed = looks ? counts.idsOf((await run([counts.lapsedStatement(entitlementId, now)]))[0]) : [];
+      const lapsed = looks ? store.idsOf((await run([counts.lapsedStatement(entitlementId, now)]))[0]) : [];
       const held = count.held - new Set([...endingSeats, ...lapsed]).size;
       if (seats > 0 && held >= seats) throw seatLimit(seats);
       if (looks) {

@@ -1,7 +1,15 @@
 import type { DataSource, EntityManager } from "typeorm";
 import type { ColumnMetadata } from "typeorm/metadata/ColumnMetadata.js";
 import { SqlTable } from "../catalog/sql-table.js";
-import { dialectOf, forUpdate, writeSerially } from "../platform/database.js";
+import {
+  changedRows,
+  type Dialect,
+  dialectOf,
+  forUpdate,
+  sqlBool,
+  sqlGreatest,
+  writeSerially,
+} from "../platform/database.js";
 import { runBatch, type Statement } from "../platform/statement-batch.js";
 import {
   EntitlementEntity,
@@ -36,6 +44,7 @@ export class SessionStore {
   private readonly features: SqlTable<EntitlementFeatureRow>;
   private readonly dateColumn: ColumnMetadata;
   private readonly forUpdate: string;
+  private readonly dialect: Dialect;
   private readonly codeEntitlements = new Map<string, string>();
   readonly floatingSeats: FloatingSeatCounts;
 
@@ -44,7 +53,8 @@ export class SessionStore {
     this.entitlements = new SqlTable(dataSource, EntitlementEntity);
     this.features = new SqlTable(dataSource, EntitlementFeatureEntity);
     this.dateColumn = this.sessions.columns.find((column) => column.propertyName === "graceEndsAt") as ColumnMetadata;
-    this.forUpdate = forUpdate(dialectOf(dataSource));
+    this.dialect = dialectOf(dataSource);
+    this.forUpdate = forUpdate(this.dialect);
     this.floatingSeats = new FloatingSeatCounts(dataSource, this);
   }
 
@@ -100,13 +110,8 @@ export class SessionStore {
 
   firstActivationOf(result: unknown): Date | null {
     const [row] = result as { first: unknown }[];
-    return this.dateOf(row?.first);
-  }
-
-  /** A date the driver read from a datetime column; null for NULL. */
-  dateOf(raw: unknown): Date | null {
-    if (raw === null || raw === undefined) return null;
-    return this.dataSource.driver.prepareHydratedValue(raw, this.dateColumn) as Date;
+    if (!row?.first) return null;
+    return this.dataSource.driver.prepareHydratedValue(row.first, this.dateColumn) as Date;
   }
 
   /**
@@ -211,7 +216,7 @@ export class SessionStore {
   /** One device more in the owner's count, with `addDeviceStatement` (under the owner's lock). */
   countDeviceStatement(table: DeviceTable, ownerId: string): Statement {
     const onceMore =
-      this.dataSource.options.type === "mysql"
+      this.dialect === "mysql"
         ? "ON DUPLICATE KEY UPDATE held = held + 1"
         : `ON CONFLICT (${table.owner}) DO UPDATE SET held = held + 1`;
     return {
@@ -248,13 +253,12 @@ export class SessionStore {
 
   /** Frees a device's node-locked seat, if it holds one (under the entitlement's lock). */
   async removeDevice(manager: EntityManager, entitlementId: string, fingerprintHash: string): Promise<void> {
-    const device = "entitlement_id = ? AND fingerprint_hash = ?";
-    const held = await manager.query(`SELECT 1 AS held FROM entitlement_devices WHERE ${device}${this.forUpdate}`, [
-      entitlementId,
-      fingerprintHash,
-    ]);
-    if ((held as unknown[]).length === 0) return;
-    await manager.query(`DELETE FROM entitlement_devices WHERE ${device}`, [entitlementId, fingerprintHash]);
+    const removed = await changedRows(
+      manager,
+      "DELETE FROM entitlement_devices WHERE entitlement_id = ? AND fingerprint_hash = ?",
+      [entitlementId, fingerprintHash],
+    );
+    if (removed === 0) return;
     await manager.query("UPDATE entitlement_device_counts SET held = held - 1 WHERE entitlement_id = ?", [
       entitlementId,
     ]);
@@ -339,12 +343,11 @@ export class SessionStore {
   }
 
   private greatest(column: string, value: string): string {
-    // SQLite's MAX of two arguments is MySQL's GREATEST.
-    return this.dataSource.options.type === "mysql" ? `GREATEST(${column}, ${value})` : `MAX(${column}, ${value})`;
+    return sqlGreatest(this.dialect, column, value);
   }
 
   private bool(value: boolean): unknown {
-    return this.dataSource.options.type === "mysql" ? value : value ? 1 : 0;
+    return sqlBool(this.dialect, value);
   }
 }
 

@@ -286,6 +286,21 @@ export function sqlDate(dialect: Dialect, value: Date): Date | string {
   return dialect === "mysql" ? value : value.toISOString().replace("T", " ").replace("Z", "");
 }
 
+/** A boolean as a raw query's parameter: TINYINT(1) takes true/false on MySQL; SQLite binds only 1 and 0. */
+export function sqlBool(dialect: Dialect, value: boolean): boolean | number {
+  return dialect === "mysql" ? value : value ? 1 : 0;
+}
+
+/** The smaller of two SQL values: MySQL's LEAST is SQLite's MIN of two arguments. */
+export function sqlLeast(dialect: Dialect, a: string, b: string): string {
+  return `${dialect === "mysql" ? "LEAST" : "MIN"}(${a}, ${b})`;
+}
+
+/** The larger of two SQL values: MySQL's GREATEST is SQLite's MAX of two arguments. */
+export function sqlGreatest(dialect: Dialect, a: string, b: string): string {
+  return `${dialect === "mysql" ? "GREATEST" : "MAX"}(${a}, ${b})`;
+}
+
 /** A `datetime` column of a raw result row (a Date from MySQL, UTC text from SQLite) as a Date; null stays null. */
 export function rowDate(value: unknown): Date | null {
   if (value === null || value === undefined) return null;
