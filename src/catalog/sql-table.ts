@@ -82,21 +82,6 @@ export class SqlTable<Row extends { id: string }> {
     return { sql: this.insertSqlFor(rows.length), parameters: rows.flatMap((row) => this.values(row, this.columns)) };
   }
 
-  /**
-   * An INSERT of at most INSERT_CHUNK rows that writes them only when `condition` (SQL over other tables) holds
-   * as the statement runs, for a batch.
-   */
-  insertWhereStatement(rows: Row[], condition: Statement): Statement {
-    if (rows.length > INSERT_CHUNK) throw new Error(`a batched INSERT takes at most ${INSERT_CHUNK} rows`);
-    const named = this.columns.map((_, index) => `? AS c${index}`).join(", ");
-    const unnamed = this.columns.map(() => "?").join(", ");
-    const selects = rows.map((_, index) => `SELECT ${index === 0 ? named : unnamed}`).join(" UNION ALL ");
-    return {
-      sql: `INSERT INTO ${this.name} (${this.columnList}) SELECT * FROM (${selects}) AS new_rows WHERE ${condition.sql}`,
-      parameters: [...rows.flatMap((row) => this.values(row, this.columns)), ...condition.parameters],
-    };
-  }
-
   /** Inserts `rows` in multi-row statements of INSERT_CHUNK, calling `between` after each. */
   async insert(manager: EntityManager, rows: Row[], between: () => Promise<void> = async () => {}): Promise<void> {
     for (let start = 0; start < rows.length; start += INSERT_CHUNK) {

@@ -235,7 +235,7 @@ async function activateInTransaction(
   };
   const event = entitlement.isTemplate
     ? []
-    : deps.events.appendStatements([activatedEvent(entitlement, session, replaced.ids)]);
+    : [deps.events.appendStatement([activatedEvent(entitlement, session, replaced.ids)])];
   const kept = deps.entitlementFeatures.get(entitlement.id, entitlement.revision);
   const written = await transaction.commitWith([
     ...(replaced.ids.length > 0 ? [store.endSessionsStatement(replaced.ids, now)] : []),

@@ -6,10 +6,6 @@ import type { Statement } from "../platform/statement-batch.js";
 import { encodeResponseText } from "../server/rest/json-encoder.js";
 import { WebhookEventEntity, type WebhookEventRow } from "./entities.js";
 import { envelopeText, withTestFlag } from "./envelope.js";
-import { RECEIVING_CONDITION } from "./subscription-states.js";
-
-/** Events per INSERT. */
-const APPEND_CHUNK = 100;
 
 /** An event to send, as the change that causes it describes it. */
 export interface EventDraft {
@@ -31,9 +27,7 @@ export interface EventDraft {
 
 /**
  * Writes events into the outbox in the transaction of the change that causes them: they are sent if and only
- * if it commits. A broadcast event is written only if its provider has a subscription that receives events
- * when its INSERT runs (the fan-out would match it to nothing otherwise): providers without webhooks pay
- * nothing for their events. `committed` wakes this instance's delivery worker once the transaction has.
+ * if it commits. `committed` wakes this instance's delivery worker once the transaction has.
  */
 export class Outbox {
   private readonly events: SqlTable<WebhookEventRow>;
@@ -46,33 +40,13 @@ export class Outbox {
   /** Appends the events; answers their ids (the envelope `id` and `webhook-id`). */
   async append(manager: EntityManager, drafts: EventDraft[]): Promise<string[]> {
     const rows = drafts.map(rowOf);
-    for (let start = 0; start < rows.length; start += APPEND_CHUNK) {
-      for (const { sql, parameters } of this.insertsOf(rows.slice(start, start + APPEND_CHUNK))) {
-        await manager.query(sql, parameters);
-      }
-    }
+    if (rows.length > 0) await this.events.insert(manager, rows);
     return rows.map((row) => row.id);
   }
 
-  /** The INSERTs appending a few events (at most 100), for a batch of the causing transaction. */
-  appendStatements(drafts: EventDraft[]): Statement[] {
-    return this.insertsOf(drafts.map(rowOf));
-  }
-
-  /** Targeted events as they are; broadcast ones by provider, each on the condition that it receives events. */
-  private insertsOf(rows: WebhookEventRow[]): Statement[] {
-    const targeted = rows.filter((row) => row.targetSubscriptionId !== null);
-    const statements = targeted.length > 0 ? [this.events.insertStatement(targeted)] : [];
-    const broadcast = new Map<string, WebhookEventRow[]>();
-    for (const row of rows.filter((row) => row.targetSubscriptionId === null)) {
-      const ofProvider = broadcast.get(row.providerId);
-      if (ofProvider) ofProvider.push(row);
-      else broadcast.set(row.providerId, [row]);
-    }
-    for (const [providerId, ofProvider] of broadcast) {
-      statements.push(this.events.insertWhereStatement(ofProvider, receivingSubscriptionOf(providerId)));
-    }
-    return statements;
+  /** The INSERT appending a few events (at most 100), for a batch of the causing transaction. */
+  appendStatement(drafts: EventDraft[]): Statement {
+    return this.events.insertStatement(drafts.map(rowOf));
   }
 
   committed(): void {
@@ -83,13 +57,6 @@ export class Outbox {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
   }
-}
-
-function receivingSubscriptionOf(providerId: string): Statement {
-  return {
-    sql: `EXISTS (SELECT 1 FROM webhook_subscriptions WHERE provider_id = ? AND ${RECEIVING_CONDITION.sql})`,
-    parameters: [providerId, ...RECEIVING_CONDITION.parameters],
-  };
 }
 
 function rowOf(draft: EventDraft): WebhookEventRow {
