@@ -23,9 +23,10 @@ export class HttpAnswerReader {
     socket.on("close", this.onEnd);
   }
 
-  /** The request now sent on the socket. */
+  /** The request now sent on the socket; failed at once when the socket is gone (nothing will answer it). */
   expect(index: number): void {
     this.index = index;
+    if (this.socket.destroyed) queueMicrotask(() => this.fail());
   }
 
   detach(): void {
