@@ -65,8 +65,7 @@ export async function endSession(
     const found = await store.findSession(manager, sessionId, true);
     if (found?.entitlementId !== entitlementId) throw notFound("session", sessionId);
     if (found.state !== SESSION_STATE.live) return { session: found, ended: false };
-    await store.endSession(manager, sessionId, SESSION_STATE.ended, now);
-    if (found.holdsFloatingSeat) await store.floatingSeats.giveBack(manager, entitlementId);
+    await store.endSession(manager, found, SESSION_STATE.ended, now);
     if (!found.isFloating) await store.removeDevice(manager, entitlementId, found.fingerprintHash);
     return { session: { ...found, state: SESSION_STATE.ended, endedAt: now }, ended: true };
   });

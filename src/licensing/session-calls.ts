@@ -228,8 +228,7 @@ export async function releaseSession(
     if (!entitlement || !found || found.state !== SESSION_STATE.live || found.entitlementId !== entitlementId) {
       throw sessionGone(found?.state ?? SESSION_STATE.ended);
     }
-    await store.endSession(manager, sessionId, SESSION_STATE.released, now);
-    if (found.holdsFloatingSeat) await store.floatingSeats.giveBack(manager, entitlementId);
+    await store.endSession(manager, found, SESSION_STATE.released, now);
     if (!found.isFloating && policyOf(entitlement)?.claimBasedActivation?.isTransferableLicense) {
       await store.removeDevice(manager, found.entitlementId, found.fingerprintHash);
     }

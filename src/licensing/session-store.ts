@@ -290,14 +290,15 @@ export class SessionStore {
     return this.sessions.hydrateAll(result)[0] ?? null;
   }
 
-  /** Ends or releases a session, giving back its floating seat (the caller counts it in floating_seat_counts). */
-  async endSession(manager: EntityManager, sessionId: string, state: number, now: Date): Promise<void> {
+  /** Ends or releases a session (under its entitlement's lock), giving back the floating seat it holds. */
+  async endSession(manager: EntityManager, session: LicenseSessionRow, state: number, now: Date): Promise<void> {
     await manager.query("UPDATE license_sessions SET state = ?, ended_at = ?, holds_floating_seat = ? WHERE id = ?", [
       state,
       this.date(now),
       this.bool(false),
-      sessionId,
+      session.id,
     ]);
+    if (session.holdsFloatingSeat) await this.floatingSeats.giveBack(manager, session.entitlementId);
   }
 
   extendLeaseStatement(sessionId: string, lease: { leaseExpiresAt: Date; graceEndsAt: Date }): Statement {

@@ -1,8 +1,7 @@
 import type { MigrationInterface, QueryRunner } from "typeorm";
-import { Table } from "typeorm/schema-builder/table/Table.js";
 import { TableColumn } from "typeorm/schema-builder/table/TableColumn.js";
 import { TableIndex } from "typeorm/schema-builder/table/TableIndex.js";
-import { columnsFor } from "./columns.js";
+import { columnsFor, ownerCountTable } from "./columns.js";
 
 const HOLDS = new TableColumn({ name: "holds_floating_seat", type: "boolean", isNullable: false, default: false });
 const HOLDS_INDEX = "ix_license_sessions_seat_holds";
@@ -31,18 +30,12 @@ export class FloatingSeatCounts1764777600000 implements MigrationInterface {
       new TableIndex({ name: HOLDS_INDEX, columnNames: ["entitlement_id", "holds_floating_seat", "grace_ends_at"] }),
     );
     await queryRunner.createTable(
-      new Table({
+      ownerCountTable(c, {
         name: "floating_seat_counts",
-        columns: [{ ...c.uuid("entitlement_id"), isPrimary: true }, c.int("held"), c.datetime("earliest_end", true)],
-        foreignKeys: [
-          {
-            name: "fk_floating_seat_counts_entitlement",
-            columnNames: ["entitlement_id"],
-            referencedTableName: "entitlements",
-            referencedColumnNames: ["id"],
-            onDelete: "CASCADE",
-          },
-        ],
+        owner: "entitlement_id",
+        ownerTable: "entitlements",
+        foreignKey: "fk_floating_seat_counts_entitlement",
+        more: [c.datetime("earliest_end", true)],
       }),
     );
     // Booleans are 1 and 0 on both databases (MySQL's BOOLEAN is TINYINT(1)); state 1 is live.

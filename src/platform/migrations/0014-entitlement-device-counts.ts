@@ -1,6 +1,5 @@
 import type { MigrationInterface, QueryRunner } from "typeorm";
-import { Table } from "typeorm/schema-builder/table/Table.js";
-import { columnsFor } from "./columns.js";
+import { columnsFor, ownerCountTable } from "./columns.js";
 
 /**
  * Node-locked seats counted, not scanned: an activation counted its entitlement's devices (up to its seats) under
@@ -13,18 +12,11 @@ export class EntitlementDeviceCounts1764864000000 implements MigrationInterface 
   async up(queryRunner: QueryRunner): Promise<void> {
     const c = await columnsFor(queryRunner);
     await queryRunner.createTable(
-      new Table({
+      ownerCountTable(c, {
         name: "entitlement_device_counts",
-        columns: [{ ...c.uuid("entitlement_id"), isPrimary: true }, c.int("held")],
-        foreignKeys: [
-          {
-            name: "fk_entitlement_device_counts_entitlement",
-            columnNames: ["entitlement_id"],
-            referencedTableName: "entitlements",
-            referencedColumnNames: ["id"],
-            onDelete: "CASCADE",
-          },
-        ],
+        owner: "entitlement_id",
+        ownerTable: "entitlements",
+        foreignKey: "fk_entitlement_device_counts_entitlement",
       }),
     );
     await queryRunner.query(

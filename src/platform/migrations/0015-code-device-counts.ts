@@ -1,6 +1,5 @@
 import type { MigrationInterface, QueryRunner } from "typeorm";
-import { Table } from "typeorm/schema-builder/table/Table.js";
-import { columnsFor } from "./columns.js";
+import { columnsFor, ownerCountTable } from "./columns.js";
 
 /**
  * A code's devices counted, not scanned (as an entitlement's are since 0014): an activation counted the code's
@@ -13,18 +12,11 @@ export class CodeDeviceCounts1764950400000 implements MigrationInterface {
   async up(queryRunner: QueryRunner): Promise<void> {
     const c = await columnsFor(queryRunner);
     await queryRunner.createTable(
-      new Table({
+      ownerCountTable(c, {
         name: "activation_code_device_counts",
-        columns: [{ ...c.uuid("activation_code_id"), isPrimary: true }, c.int("held")],
-        foreignKeys: [
-          {
-            name: "fk_activation_code_device_counts_code",
-            columnNames: ["activation_code_id"],
-            referencedTableName: "activation_codes",
-            referencedColumnNames: ["id"],
-            onDelete: "CASCADE",
-          },
-        ],
+        owner: "activation_code_id",
+        ownerTable: "activation_codes",
+        foreignKey: "fk_activation_code_device_counts_code",
       }),
     );
     await queryRunner.query(

@@ -1,5 +1,6 @@
 import type { QueryRunner } from "typeorm";
 import type { TableColumnOptions } from "typeorm/schema-builder/options/TableColumnOptions.js";
+import { Table } from "typeorm/schema-builder/table/Table.js";
 
 /** Exact collations, best first: code-point order, no case or accent folding, trailing spaces significant. */
 const EXACT_COLLATIONS = ["utf8mb4_nopad_bin", "utf8mb4_0900_bin", "utf8mb4_bin"];
@@ -64,4 +65,27 @@ async function exactCollation(queryRunner: QueryRunner): Promise<string> {
   const rows = (await queryRunner.query("SHOW COLLATION WHERE Charset = 'utf8mb4'")) as { Collation: string }[];
   const available = new Set(rows.map((row) => row.Collation));
   return EXACT_COLLATIONS.find((collation) => available.has(collation)) ?? "utf8mb4_bin";
+}
+
+/**
+ * A table counting what each owner holds (`held`, and any `more` columns), keyed by the owner's id and deleted
+ * with the owner.
+ */
+export function ownerCountTable(
+  c: Awaited<ReturnType<typeof columnsFor>>,
+  table: { name: string; owner: string; ownerTable: string; foreignKey: string; more?: TableColumnOptions[] },
+): Table {
+  return new Table({
+    name: table.name,
+    columns: [{ ...c.uuid(table.owner), isPrimary: true }, c.int("held"), ...(table.more ?? [])],
+    foreignKeys: [
+      {
+        name: table.foreignKey,
+        columnNames: [table.owner],
+        referencedTableName: table.ownerTable,
+        referencedColumnNames: ["id"],
+        onDelete: "CASCADE",
+      },
+    ],
+  });
 }
