@@ -91,6 +91,8 @@ interface Activated {
   trial: boolean;
   replaced: string[];
   trialStarted: boolean;
+  /** Whether it wrote an event (its provider has a subscription that receives events). */
+  eventWritten: boolean;
 }
 
 /**
@@ -139,7 +141,7 @@ export async function activate(
       throw error;
     });
   const activated = presented === null ? await run() : await deps.guesses.attempt(clientAddress, run);
-  deps.events.committed();
+  if (activated.eventWritten) deps.events.committed();
   if (activated.replaced.length > 0) await deps.sessionsChanged(...activated.replaced);
   if (activated.trialStarted) await deps.entitlementChanged(activated.session.entitlementId);
   return licenseOf(deps, activated, now);
@@ -197,7 +199,7 @@ async function activateInTransaction(
   const { store } = deps;
   const { ask, now } = input;
   const hash = fingerprintHash(ask.fingerprint);
-  const { entitlement, facts, code, replaced, planned } = await lockedRows(deps, transaction, input, hash);
+  const { entitlement, facts, code, replaced, planned, receiving } = await lockedRows(deps, transaction, input, hash);
   const claim = facts.policy?.claimBasedActivation;
   deps.seatPlans.remember(input.key, { claim, code, readsFirstActivation: endsAfterFirstActivation(facts.policy) });
   const codeFact = input.interactive ? asInteractive(codeFacts(code)) : codeFacts(code);
@@ -233,9 +235,10 @@ async function activateInTransaction(
     clientAddress: input.clientAddress.slice(0, 64),
     endedAt: null,
   };
-  const event = entitlement.isTemplate
-    ? []
-    : [deps.events.appendStatement([activatedEvent(entitlement, session, replaced.ids)])];
+  const event =
+    entitlement.isTemplate || !receiving
+      ? []
+      : [deps.events.appendStatement([activatedEvent(entitlement, session, replaced.ids)])];
   const kept = deps.entitlementFeatures.get(entitlement.id, entitlement.revision);
   const written = await transaction.commitWith([
     ...(replaced.ids.length > 0 ? [store.endSessionsStatement(replaced.ids, now)] : []),
@@ -255,6 +258,7 @@ async function activateInTransaction(
     trial,
     replaced: replaced.ids,
     trialStarted: trialStart.length > 0,
+    eventWritten: event.length > 0,
   };
 }
 
@@ -274,7 +278,8 @@ interface PlannedReads {
 
 /**
  * The code's entitlement and the code, locked, with what the rules read; the device's live sessions there,
- * locked; and the reads the seat plan names, if there is one.
+ * locked; whether the provider has a subscription that receives its Entitlement.Activated event; and the reads
+ * the seat plan names, if there is one.
  */
 async function lockedRows(
   deps: ActivationDependencies,
@@ -284,16 +289,18 @@ async function lockedRows(
 ) {
   const { store, dataSource } = deps;
   const { key, plan, now } = input;
-  const entitlementId = await store.entitlementOfCode(dataSource.manager, key);
-  if (!entitlementId) throw codeNotFound();
+  const owner = await store.entitlementOfCode(dataSource.manager, key);
+  if (!owner) throw codeNotFound();
+  const { entitlementId } = owner;
   const seatRequest = seatRequestOf(entitlementId, input.ask.fingerprint, hash, now);
   const seatReads = plan ? seatCheck(store, { ...seatRequest, claim: plan.claim, code: plan.code }).reads : [];
   const firstRead = plan?.readsFirstActivation ? [store.firstActivationStatement(entitlementId)] : [];
-  const [entitlementRows, productRows, codeRows, sessionRows, ...results] = await transaction.run([
+  const [entitlementRows, productRows, codeRows, sessionRows, receiverRows, ...results] = await transaction.run([
     store.entitlementStatement(entitlementId, true),
     store.licensedProductsStatement(entitlementId),
     activationCodeByKeyStatement(dataSource.manager, key, true),
     store.liveSessionsOfDeviceStatement(entitlementId, hash),
+    deps.events.receiversStatement(owner.providerId),
     ...firstRead,
     ...seatReads,
   ]);
@@ -307,7 +314,8 @@ async function lockedRows(
     facts.firstActivationAt = store.firstActivationOf(first);
   }
   const planned: PlannedReads | undefined = plan && { seatReads, results, readsFirstActivation: firstRead.length > 0 };
-  return { entitlement, facts, code, replaced: store.deviceSessionsOf(sessionRows), planned };
+  const receiving = deps.events.receives(receiverRows);
+  return { entitlement, facts, code, replaced: store.deviceSessionsOf(sessionRows), planned, receiving };
 }
 
 function seatRequestOf(entitlementId: string, fingerprint: string, fingerprintHash: string, now: Date) {

@@ -27,6 +27,12 @@ import { entitlementFacts } from "./license-facts.js";
 /** Codes whose entitlement one instance remembers (see entitlementOfCode). */
 const CODE_ENTITLEMENTS_KEPT = 10_000;
 
+/** The entitlement an activation code activates, and its provider. */
+export interface CodeOwner {
+  entitlementId: string;
+  providerId: string;
+}
+
 export interface LicensedProduct {
   id: string;
   productCode: string;
@@ -45,7 +51,7 @@ export class SessionStore {
   private readonly dateColumn: ColumnMetadata;
   private readonly forUpdate: string;
   private readonly dialect: Dialect;
-  private readonly codeEntitlements = new Map<string, string>();
+  private readonly codeEntitlements = new Map<string, CodeOwner>();
   readonly floatingSeats: FloatingSeatCounts;
 
   constructor(private readonly dataSource: DataSource) {
@@ -133,21 +139,22 @@ export class SessionStore {
   }
 
   /**
-   * The entitlement of the code with this key; null when there is none. A code never moves to another
-   * entitlement, so the answer is remembered.
+   * The entitlement of the code with this key, and its provider; null when there is none. A code never moves to
+   * another entitlement, so the answer is remembered.
    */
-  async entitlementOfCode(manager: EntityManager, codeKey: string): Promise<string | null> {
+  async entitlementOfCode(manager: EntityManager, codeKey: string): Promise<CodeOwner | null> {
     const remembered = this.codeEntitlements.get(codeKey);
     if (remembered !== undefined) return remembered;
-    const [row] = (await manager.query("SELECT entitlement_id FROM activation_codes WHERE code_key = ?", [
+    const [row] = (await manager.query("SELECT entitlement_id, provider_id FROM activation_codes WHERE code_key = ?", [
       codeKey,
-    ])) as { entitlement_id: string }[];
+    ])) as { entitlement_id: string; provider_id: string }[];
     if (!row) return null;
-    this.codeEntitlements.set(codeKey, row.entitlement_id);
+    const owner = { entitlementId: row.entitlement_id, providerId: row.provider_id };
+    this.codeEntitlements.set(codeKey, owner);
     if (this.codeEntitlements.size > CODE_ENTITLEMENTS_KEPT) {
       this.codeEntitlements.delete(this.codeEntitlements.keys().next().value as string);
     }
-    return row.entitlement_id;
+    return owner;
   }
 
   entitlementFeatures(manager: EntityManager, entitlementId: string): Promise<EntitlementFeatureRow[]> {

@@ -5,7 +5,6 @@ import { inBatchedTransaction } from "../platform/statement-batch.js";
 import { DELIVERY_STATUS, type DeliveryStore } from "./delivery-store.js";
 import type { WebhookDeliveryRow, WebhookEventRow, WebhookSubscriptionRow } from "./entities.js";
 import { matchesSubscription } from "./subscription-filter.js";
-import { RECEIVING_STATES } from "./subscription-states.js";
 import type { SubscriptionStore } from "./subscription-store.js";
 
 /** Events matched per transaction. */
@@ -29,7 +28,7 @@ export function fanOut(deps: FanOutDependencies, now: Date): Promise<number> {
     if (events.length === 0) return 0;
     const broadcast = events.filter((event) => event.targetSubscriptionId === null);
     const providers = [...new Set(broadcast.map((event) => event.providerId))];
-    const [receiving] = await transaction.run(deps.subscriptions.receivingOfStatements(providers, RECEIVING_STATES));
+    const [receiving] = await transaction.run(deps.subscriptions.receivingOfStatements(providers));
     const subscriptions = deps.subscriptions.rowsFrom(receiving);
     const rows: WebhookDeliveryRow[] = [];
     for (const event of events) {

@@ -6,6 +6,7 @@ import type { Statement } from "../platform/statement-batch.js";
 import { encodeResponseText } from "../server/rest/json-encoder.js";
 import { WebhookEventEntity, type WebhookEventRow } from "./entities.js";
 import { envelopeText, withTestFlag } from "./envelope.js";
+import { RECEIVING_CONDITION } from "./subscription-states.js";
 
 /** An event to send, as the change that causes it describes it. */
 export interface EventDraft {
@@ -27,7 +28,10 @@ export interface EventDraft {
 
 /**
  * Writes events into the outbox in the transaction of the change that causes them: they are sent if and only
- * if it commits. `committed` wakes this instance's delivery worker once the transaction has.
+ * if it commits. A broadcast event is written only if its provider has a subscription that receives events, as
+ * the transaction reads them (the fan-out would match it to nobody): providers without webhooks pay nothing for
+ * their events, and a subscription receives the events of changes ordered after it began receiving.
+ * `committed` wakes this instance's delivery worker once the transaction has.
  */
 export class Outbox {
   private readonly events: SqlTable<WebhookEventRow>;
@@ -37,11 +41,29 @@ export class Outbox {
     this.events = new SqlTable(dataSource, WebhookEventEntity);
   }
 
-  /** Appends the events; answers their ids (the envelope `id` and `webhook-id`). */
+  /**
+   * Appends the events that have receivers (targeted ones, and broadcast ones of a provider with a receiving
+   * subscription); answers the ids of those written (the envelope `id` and `webhook-id`).
+   */
   async append(manager: EntityManager, drafts: EventDraft[]): Promise<string[]> {
-    const rows = drafts.map(rowOf);
+    const rows = (await this.withReceivers(manager, drafts)).map(rowOf);
     if (rows.length > 0) await this.events.insert(manager, rows);
     return rows.map((row) => row.id);
+  }
+
+  /**
+   * Reads whether the provider has a subscription that receives broadcast events, for a batch of the causing
+   * transaction; `receives` reads its result. Append the provider's broadcast events only when it does.
+   */
+  receiversStatement(providerId: string): Statement {
+    return {
+      sql: `SELECT 1 AS receiving FROM webhook_subscriptions WHERE provider_id = ? AND ${RECEIVING_CONDITION.sql} LIMIT 1`,
+      parameters: [providerId, ...RECEIVING_CONDITION.parameters],
+    };
+  }
+
+  receives(result: unknown): boolean {
+    return (result as unknown[]).length > 0;
   }
 
   /** The INSERT appending a few events (at most 100), for a batch of the causing transaction. */
@@ -57,6 +79,20 @@ export class Outbox {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
   }
+
+  private async withReceivers(manager: EntityManager, drafts: EventDraft[]): Promise<EventDraft[]> {
+    const broadcasters = new Set(drafts.filter(isBroadcast).map((draft) => draft.providerId));
+    const receiving = new Set<string>();
+    for (const providerId of broadcasters) {
+      const { sql, parameters } = this.receiversStatement(providerId);
+      if (this.receives(await manager.query(sql, parameters))) receiving.add(providerId);
+    }
+    return drafts.filter((draft) => !isBroadcast(draft) || receiving.has(draft.providerId));
+  }
+}
+
+function isBroadcast(draft: EventDraft): boolean {
+  return draft.targetSubscriptionId === undefined;
 }
 
 function rowOf(draft: EventDraft): WebhookEventRow {

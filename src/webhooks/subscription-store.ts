@@ -1,8 +1,8 @@
 import type { DataSource, EntityManager } from "typeorm";
-import { SubscriptionState } from "../../gen/provision/v1/webhook_pb.js";
 import { SqlTable } from "../catalog/sql-table.js";
 import { runBatch, type Statement } from "../platform/statement-batch.js";
 import { WebhookSubscriptionEntity, type WebhookSubscriptionRow } from "./entities.js";
+import { RECEIVING_CONDITION } from "./subscription-states.js";
 
 /** The SQL of webhook subscriptions; every read is by provider, and deleted subscriptions are not found. */
 export class SubscriptionStore {
@@ -96,22 +96,17 @@ export class SubscriptionStore {
   }
 
   /**
-   * The live subscriptions of these providers that receive events: those in the given states, and those being
-   * verified again (verified once before).
+   * The live subscriptions of these providers that receive broadcast events (RECEIVING_CONDITION), for a batch
+   * (none for no providers); `rowsFrom` reads the result.
    */
-  /**
-   * The providers' subscriptions in `states` (and those pending a new verification that were verified before),
-   * for a batch (none for no providers); `rowsFrom` reads the result.
-   */
-  receivingOfStatements(providerIds: string[], states: number[]): Statement[] {
+  receivingOfStatements(providerIds: string[]): Statement[] {
     if (providerIds.length === 0) return [];
     const providers = providerIds.map(() => "?").join(", ");
-    const wanted = states.map(() => "?").join(", ");
     return [
-      this.table.selectStatement(
-        `provider_id IN (${providers}) AND (state IN (${wanted}) OR (state = ? AND verified_at IS NOT NULL)) AND deleted_at IS NULL`,
-        [...providerIds, ...states, SubscriptionState.PENDING_VERIFICATION],
-      ),
+      this.table.selectStatement(`provider_id IN (${providers}) AND ${RECEIVING_CONDITION.sql}`, [
+        ...providerIds,
+        ...RECEIVING_CONDITION.parameters,
+      ]),
     ];
   }
 

@@ -11,6 +11,7 @@ import { ENTITLEMENTS } from "../support/licensing.js";
 import { type ManualClock, manualClock } from "../support/manual-clock.js";
 import { defaultAuthorization, PRODUCTS, rest } from "../support/rest.js";
 import { startTestServer, type TestServer } from "../support/test-server.js";
+import { keepOutboxEvents } from "../support/webhooks.js";
 
 // The scheduler's scans of trial and subscription entitlements go a page at a time, giving the event loop a turn
 // between pages; run here with pages of 2 over 5 entitlements each, so that every page boundary is crossed.
@@ -35,6 +36,7 @@ test.before(async (t) => {
     const clock = manualClock(Date.now());
     const embedded = mode === "embedded" ? { embedded: { file: path.join(t.context.folder, "db.sqlite") } } : {};
     t.context.servers[mode] = { server: await startTestServer({ ...embedded, env: ENV, clock }), clock };
+    await keepOutboxEvents(t.context.servers[mode].server);
   }
 });
 

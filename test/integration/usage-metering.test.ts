@@ -14,6 +14,7 @@ import {
 } from "../support/metering.js";
 import type { LicensedSession } from "../support/observability.js";
 import { startTestServer, type TestServer } from "../support/test-server.js";
+import { keepOutboxEvents } from "../support/webhooks.js";
 
 const test = anyTest as TestFn<{ servers: Record<"mysql" | "embedded", TestServer>; directory: string }>;
 
@@ -24,6 +25,7 @@ test.before(async (t) => {
     mysql: await startTestServer(),
     embedded: await startTestServer({ embedded: { file: path.join(directory, "usage.sqlite") } }),
   };
+  for (const server of Object.values(t.context.servers)) await keepOutboxEvents(server);
 });
 
 test.after.always(async (t) => {

@@ -18,6 +18,7 @@ import {
 } from "../support/metering.js";
 import { defaultAuthorization, rest } from "../support/rest.js";
 import { startTestServer, type TestServer } from "../support/test-server.js";
+import { keepOutboxEvents } from "../support/webhooks.js";
 
 // Each server runs on a clock of its own, moved by the tests: they run one at a time.
 const test = anyTest as TestFn<{
@@ -79,6 +80,7 @@ test.before(async (t) => {
       embedded: { file: path.join(directory, "usage.sqlite") },
     }),
   };
+  for (const server of Object.values(t.context.servers)) await keepOutboxEvents(server);
 });
 
 test.after.always(async (t) => {

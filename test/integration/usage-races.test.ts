@@ -15,6 +15,7 @@ import { pollUntil } from "../support/poll.js";
 import { type OwnRedis, startOwnRedis } from "../support/redis-server.js";
 import { rest } from "../support/rest.js";
 import { createTestDatabase, startTestServer, type TestServer } from "../support/test-server.js";
+import { keepOutboxEvents } from "../support/webhooks.js";
 
 // Three instances on one MySQL database and a Redis of this file's own (it is flushed mid-race).
 const test = anyTest as TestFn<{ servers: TestServer[]; redis: OwnRedis; drop: () => Promise<void> }>;
@@ -29,6 +30,7 @@ test.before(async (t) => {
       await startTestServer({ databaseUrl: database.url, env: { REDIS_URL: t.context.redis.url } }),
     );
   }
+  await keepOutboxEvents(t.context.servers[0]);
 });
 
 test.after.always(async (t) => {

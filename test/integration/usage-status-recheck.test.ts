@@ -16,6 +16,7 @@ import {
   usageItems,
 } from "../support/metering.js";
 import { type BothDatabases, startOnBothDatabases, type TestServer } from "../support/test-server.js";
+import { keepOutboxEvents } from "../support/webhooks.js";
 
 const test = anyTest as TestFn<BothDatabases>;
 
@@ -23,6 +24,7 @@ const MICRO = 1_000_000;
 
 test.before(async (t) => {
   t.context = await startOnBothDatabases();
+  for (const server of Object.values(t.context.servers)) await keepOutboxEvents(server);
 });
 
 test.after.always(async (t) => {

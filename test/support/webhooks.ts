@@ -1,3 +1,7 @@
+import { randomUUID } from "node:crypto";
+import { SubscriptionState } from "../../gen/provision/v1/webhook_pb.js";
+import { DEFAULT_PROVIDER_ID } from "../../src/server/tenant.js";
+import { WebhookSubscriptionEntity } from "../../src/webhooks/entities.js";
 import { rest } from "./rest.js";
 import type { TestServer } from "./test-server.js";
 import { type Received, sign } from "./webhook-receiver.js";
@@ -36,4 +40,44 @@ export async function waitForNoClaimedDelivery(server: Pick<TestServer, "app">) 
     await new Promise((resolve) => setTimeout(resolve, 25));
   }
   throw new Error("a delivery stayed claimed for 10 s");
+}
+
+/**
+ * A Suspended subscription of the default provider that asks for no event type: the outbox keeps that provider's
+ * broadcast events (it writes none for a provider without a receiving subscription), and none is delivered. For
+ * tests that read the outbox themselves.
+ */
+export async function keepOutboxEvents(server: Pick<TestServer, "app">): Promise<void> {
+  await insertSubscription(server, { state: SubscriptionState.SUSPENDED });
+}
+
+/** A subscription row written directly (no challenge is sent), asking for no event type; answers its id. */
+export async function insertSubscription(
+  server: Pick<TestServer, "app">,
+  row: { state: SubscriptionState; providerId?: string; verified?: boolean; deleted?: boolean },
+): Promise<string> {
+  const now = new Date();
+  const id = randomUUID();
+  await server.app.dataSource.getRepository(WebhookSubscriptionEntity).insert({
+    id,
+    providerId: row.providerId ?? DEFAULT_PROVIDER_ID,
+    url: "https://127.0.0.1:9/parked",
+    eventTypes: "[]",
+    filter: null,
+    callbackScopes: "[]",
+    callbackClientId: "",
+    state: row.state,
+    description: "written by a test",
+    timestampFormat: "rfc3339",
+    secret: "",
+    previousSecret: null,
+    previousSecretExpiresAt: null,
+    challengeDeliveryId: null,
+    failingSince: null,
+    verifiedAt: row.verified === false ? null : now,
+    deletedAt: row.deleted ? now : null,
+    createdAt: now,
+    updatedAt: now,
+  });
+  return id;
 }

@@ -1,0 +1,67 @@
+import { randomUUID } from "node:crypto";
+import anyTest, { type TestFn } from "ava";
+import { SubscriptionState } from "../../gen/provision/v1/webhook_pb.js";
+import { activate, entitlementWithCode } from "../support/licensing.js";
+import { type BothDatabases, startOnBothDatabases, type TestServer } from "../support/test-server.js";
+import { insertSubscription } from "../support/webhooks.js";
+
+// The outbox writes a broadcast event only while its provider has a subscription that receives events (the
+// states the fan-out matches); these tests read the outbox after activations as subscriptions come and go.
+const test = anyTest as TestFn<BothDatabases>;
+
+test.before(async (t) => {
+  t.context = await startOnBothDatabases();
+});
+
+test.after.always(async (t) => {
+  await t.context.close?.();
+});
+
+/** Activates `fingerprint` and answers how many Entitlement.Activated events the outbox holds for it. */
+async function activatedEvents(server: TestServer, code: string, fingerprint: string): Promise<number> {
+  const answer = await activate(server.baseUrl, { activationCode: code, fingerprint });
+  if (answer.status !== 200) throw new Error(`activation: ${JSON.stringify(answer.body)}`);
+  const rows = (await server.app.dataSource.query(
+    "SELECT payload FROM webhook_events WHERE type = 'Entitlement.Activated'",
+  )) as { payload: string }[];
+  return rows.filter((row) => JSON.parse(row.payload).data.fingerprint === fingerprint).length;
+}
+
+/** The types of the events the outbox holds about this entitlement. */
+async function eventTypesOf(server: TestServer, entitlementId: string): Promise<string[]> {
+  const rows = (await server.app.dataSource.query(
+    "SELECT type FROM webhook_events WHERE entity_kind = 'entitlement' AND entity_id = ? ORDER BY type",
+    [entitlementId],
+  )) as { type: string }[];
+  return rows.map((row) => row.type);
+}
+
+for (const mode of ["MySQL", "SQLite"] as const) {
+  test(`${mode}: an event is written only while its provider has a subscription that receives events`, async (t) => {
+    const server = t.context.servers[mode];
+    const policy = { claimBasedActivation: { numberOfSeats: 20, isFloatingLicense: true } };
+    const { code, entitlementId } = await entitlementWithCode(server.baseUrl, policy);
+    t.deepEqual(await eventTypesOf(server, entitlementId), [], "no subscription: creating writes no event");
+    t.is(await activatedEvents(server, code, "nobody-subscribed"), 0, "no subscription");
+
+    await insertSubscription(server, { state: SubscriptionState.ACTIVE, providerId: randomUUID() });
+    t.is(await activatedEvents(server, code, "another-provider"), 0, "another provider's subscription");
+    await insertSubscription(server, { state: SubscriptionState.DISABLED });
+    t.is(await activatedEvents(server, code, "disabled"), 0, "a Disabled subscription");
+    await insertSubscription(server, { state: SubscriptionState.PENDING_VERIFICATION, verified: false });
+    t.is(await activatedEvents(server, code, "never-verified"), 0, "a subscription never verified");
+    await insertSubscription(server, { state: SubscriptionState.SUSPENDED, deleted: true });
+    t.is(await activatedEvents(server, code, "deleted"), 0, "a deleted subscription");
+
+    const suspended = await insertSubscription(server, { state: SubscriptionState.SUSPENDED });
+    t.is(await activatedEvents(server, code, "suspended"), 1, "a Suspended subscription keeps its events");
+    await server.app.dataSource.query("UPDATE webhook_subscriptions SET deleted_at = updated_at WHERE id = ?", [
+      suspended,
+    ]);
+    t.is(await activatedEvents(server, code, "after-delete"), 0, "none once it is deleted");
+    await insertSubscription(server, { state: SubscriptionState.PENDING_VERIFICATION, verified: true });
+    t.is(await activatedEvents(server, code, "re-verifying"), 1, "verified once, pending again (a new URL)");
+    const later = await entitlementWithCode(server.baseUrl, policy);
+    t.true((await eventTypesOf(server, later.entitlementId)).includes("Entitlement.PlanApplied"), "creating writes it");
+  });
+}
