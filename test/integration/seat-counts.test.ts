@@ -7,6 +7,7 @@ import { catalogEntities } from "../../src/catalog/entities.js";
 import { licensingEntities } from "../../src/licensing/entities.js";
 import type { DatabaseConfig } from "../../src/platform/config.js";
 import { createDataSource, migrate } from "../../src/platform/database.js";
+import { FloatingSeatCounts1764777600000 } from "../../src/platform/migrations/0013-floating-seat-counts.js";
 import { migrations } from "../../src/platform/migrations/index.js";
 import { activate, ENTITLEMENTS, entitlementWithCode, sessionCall, sessionIdOf } from "../support/licensing.js";
 import { type ManualClock, manualClock } from "../support/manual-clock.js";
@@ -301,17 +302,18 @@ async function migratedFromBefore(t: ExecutionContext, config: DatabaseConfig, s
   const entities = [...catalogEntities, ...licensingEntities];
   const dataSource = await createDataSource(config, entities, migrations).initialize();
   t.teardown(() => dataSource.destroy());
-  for (let undone = 0; undone < 3; undone++) await dataSource.undoLastMigration();
+  // Undone down to before 0013, the later migrations with them, and applied again.
+  const fromCounts = migrations.slice(migrations.indexOf(FloatingSeatCounts1764777600000));
+  for (let undone = 0; undone < fromCounts.length; undone++) await dataSource.undoLastMigration();
   const runner = dataSource.createQueryRunner();
   t.false(await runner.hasTable("floating_seat_counts"));
   t.false(await runner.hasTable("entitlement_device_counts"));
   t.false(await runner.hasTable("activation_code_device_counts"));
   await runner.release();
-  t.deepEqual(await migrate(dataSource), [
-    "FloatingSeatCounts1764777600000",
-    "EntitlementDeviceCounts1764864000000",
-    "CodeDeviceCounts1764950400000",
-  ]);
+  t.deepEqual(
+    await migrate(dataSource),
+    fromCounts.map((migration) => new migration().name),
+  );
   await expectSeats(t, dataSource, floating.entitlementId, 2);
   await expectDevices(t, dataSource, nodeLocked.entitlementId, 3);
   await expectDevices(t, dataSource, limitedCodeId, 2, CODE);

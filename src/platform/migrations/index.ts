@@ -13,6 +13,7 @@ import { FloatingSeatIndex1764691200000 } from "./0012-floating-seat-index.js";
 import { FloatingSeatCounts1764777600000 } from "./0013-floating-seat-counts.js";
 import { EntitlementDeviceCounts1764864000000 } from "./0014-entitlement-device-counts.js";
 import { CodeDeviceCounts1764950400000 } from "./0015-code-device-counts.js";
+import { UsageTransactionIndex1765036800000 } from "./0016-usage-transaction-index.js";
 
 /** Every migration, oldest first. Never edit one that has shipped: add the next. */
 export const migrations = [
@@ -31,4 +32,5 @@ export const migrations = [
   FloatingSeatCounts1764777600000,
   EntitlementDeviceCounts1764864000000,
   CodeDeviceCounts1764950400000,
+  UsageTransactionIndex1765036800000,
 ];
