@@ -1,7 +1,7 @@
 import { SubscriptionState } from "../../gen/provision/v1/webhook_pb.js";
 
 /** States whose subscriptions receive broadcast events (Suspended ones keep them parked until re-enabled). */
-export const RECEIVING_STATES = [SubscriptionState.ACTIVE, SubscriptionState.SUSPENDED];
+const RECEIVING_STATES = [SubscriptionState.ACTIVE, SubscriptionState.SUSPENDED];
 
 /**
  * The SQL condition on a `webhook_subscriptions` row that receives broadcast events: a receiving state, or
