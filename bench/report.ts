@@ -6,7 +6,7 @@ export interface PathResult {
   provision: LoadFigures;
   /** The bare node:http (or node:http2) server answering the same bytes, or raw INSERTs of the same rows. */
   baseline: LoadFigures;
-  baselineKind: "bare" | "raw insert";
+  baselineKind: "bare" | "raw insert" | "no subscription";
   /** provision req/s ÷ baseline req/s. */
   ratio: number;
   goal?: string;

@@ -7,7 +7,8 @@
  * Usage metering (bench/usage-rows.ts), on a service of its own: pre-allocation of 1 over 64 sessions against the
  * bare server, and ingest of batches of 500 usage transactions in events/s against raw multi-row INSERTs of the
  * same rows into the service's usage_records.
- * Webhooks (bench/webhook-rows.ts), on a service of their own: change → receiver latency and fan-out deliveries/s.
+ * Webhooks (bench/webhook-rows.ts), on a service of their own: change → receiver latency and fan-out deliveries/s,
+ * and activation with a subscription receiving its events against the same without one.
  * Embedded (SQLite, in-process coordinator) and MySQL + Redis, both by default. Every loop is bounded by time;
  * traffic stays on loopback; children and the throwaway database are removed at the end.
  *
