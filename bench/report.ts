@@ -4,7 +4,10 @@ import type { StartupFigures } from "./provision-server.js";
 export interface PathResult {
   path: string;
   provision: LoadFigures;
-  /** The bare node:http (or node:http2) server answering the same bytes, or raw INSERTs of the same rows. */
+  /**
+   * The bare node:http (or node:http2) server answering the same bytes, raw INSERTs of the same rows, or the same
+   * path on the same service before its provider had a webhook subscription.
+   */
   baseline: LoadFigures;
   baselineKind: "bare" | "raw insert" | "no subscription";
   /** provision req/s ÷ baseline req/s. */

@@ -1,4 +1,6 @@
+import { once } from "node:events";
 import fs from "node:fs";
+import http2 from "node:http2";
 import os from "node:os";
 import path from "node:path";
 import anyTest, { type TestFn } from "ava";
@@ -25,6 +27,30 @@ function listProducts(baseUrl: string, token: string) {
   return rest(baseUrl, "GET", PRODUCTS, undefined, { authorization: `Bearer ${token}` });
 }
 
+/**
+ * `count` product lists sent as streams of one HTTP/2 connection, all in the same turn: their frames reach the
+ * server together, so every call is under way before the first signature check can end. Answers their statuses.
+ */
+async function listProductsTogether(baseUrl: string, token: string, count: number): Promise<number[]> {
+  const session = http2.connect(baseUrl);
+  try {
+    await once(session, "connect");
+    const statuses = Array.from(
+      { length: count },
+      () =>
+        new Promise<number>((resolve, reject) => {
+          const stream = session.request({ ":method": "GET", ":path": PRODUCTS, authorization: `Bearer ${token}` });
+          stream.on("response", (headers) => resolve(Number(headers[":status"])));
+          stream.on("error", reject);
+          stream.resume();
+        }),
+    );
+    return await Promise.all(statuses);
+  } finally {
+    session.close();
+  }
+}
+
 test("32 calls arriving at once with a token not seen yet share one signature check", async (t) => {
   const { baseUrl, app } = t.context.server;
   const client = await createClient(baseUrl, ["catalog:read"]);
@@ -41,11 +67,7 @@ test("32 calls arriving at once with a token not seen yet share one signature ch
 
   const [header, payload] = token.split(".");
   const forged = `${header}.${payload}.${"A".repeat(86)}`;
-  const refusals = await Promise.all(Array.from({ length: 8 }, () => listProducts(baseUrl, forged)));
-  t.deepEqual(
-    refusals.map((answer) => answer.status),
-    Array(8).fill(401),
-  );
+  t.deepEqual(await listProductsTogether(baseUrl, forged, 8), Array(8).fill(401));
   t.is(app.tokens.signatureChecks - before, 2, "the forged token's eight calls shared one check");
   t.is((await listProducts(baseUrl, forged)).status, 401);
   t.is(app.tokens.signatureChecks - before, 3, "a refusal is not remembered once its check is over");
