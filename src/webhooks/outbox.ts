@@ -6,7 +6,7 @@ import type { Statement } from "../platform/statement-batch.js";
 import { encodeResponseText } from "../server/rest/json-encoder.js";
 import { WebhookEventEntity, type WebhookEventRow } from "./entities.js";
 import { envelopeText, withTestFlag } from "./envelope.js";
-import { RECEIVING_CONDITION } from "./subscription-states.js";
+import { receiverOfProviderStatement } from "./subscription-store.js";
 
 /** An event to send, as the change that causes it describes it. */
 export interface EventDraft {
@@ -56,10 +56,7 @@ export class Outbox {
    * transaction; `receives` reads its result. Append the provider's broadcast events only when it does.
    */
   receiversStatement(providerId: string): Statement {
-    return {
-      sql: `SELECT 1 AS receiving FROM webhook_subscriptions WHERE provider_id = ? AND ${RECEIVING_CONDITION.sql} LIMIT 1`,
-      parameters: [providerId, ...RECEIVING_CONDITION.parameters],
-    };
+    return receiverOfProviderStatement(providerId);
   }
 
   receives(result: unknown): boolean {
