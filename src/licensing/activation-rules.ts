@@ -18,7 +18,12 @@ export interface EntitlementFacts {
   expirationDateTime: Date | null;
   createdAt: Date;
   policy: ActivationPolicy | undefined;
-  products: { id: string; productCode: string; productVersion: string }[];
+  /** The licensed products' ids, in the entitlement's order. */
+  productIds: string[];
+  /**
+   * Their codes and versions as stored now, for the product-code rule; null when not read (the ids were known).
+   */
+  products: { id: string; productCode: string; productVersion: string }[] | null;
   /** First activation with any of the entitlement's codes, when known; see firstActivationOf. */
   firstActivationAt?: Date | null;
 }
@@ -307,6 +312,7 @@ function inGroup(user: { groups: string[] }, groupId: string): boolean {
 
 function checkProductCode(entitlement: EntitlementFacts, targetSoftwareVersion: string): void {
   if (!entitlement.policy?.requireProductCode) return;
+  if (entitlement.products === null) throw new Error("the product-code rule needs the products' codes, not read");
   const target = targetSoftwareVersion.trim().toLowerCase();
   const matches = entitlement.products.some((product) => {
     const code = product.productCode.toLowerCase();

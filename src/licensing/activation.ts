@@ -37,6 +37,7 @@ import { type EntitlementFeatureRow, type EntitlementRow, type LicenseSessionRow
 import { activatedEvent } from "./entitlement-events.js";
 import type { EntitlementFeatureCache } from "./entitlement-feature-cache.js";
 import { policyText } from "./entitlement-mapper.js";
+import type { EntitlementProductCache } from "./entitlement-product-cache.js";
 import { fingerprintHash } from "./license-claims.js";
 import { endsAfterFirstActivation } from "./license-ends.js";
 import { codeFacts, entitlementFacts, licenseClaimsFor } from "./license-facts.js";
@@ -68,6 +69,8 @@ export interface ActivationDependencies {
   seatPlans: SeatPlans;
   /** The features each entitlement's last activation read, by revision: not read again while it holds. */
   entitlementFeatures: EntitlementFeatureCache;
+  /** Each entitlement's product ids (fixed at its creation): not read again once known. */
+  entitlementProducts: EntitlementProductCache;
 }
 
 /** The fields ActivateLicense and ActivateJwt share. */
@@ -295,19 +298,23 @@ async function lockedRows(
   const seatRequest = seatRequestOf(entitlementId, input.ask.fingerprint, hash, now);
   const seatReads = plan ? seatCheck(store, { ...seatRequest, claim: plan.claim, code: plan.code }).reads : [];
   const firstRead = plan?.readsFirstActivation ? [store.firstActivationStatement(entitlementId)] : [];
-  const [entitlementRows, productRows, codeRows, sessionRows, receiverRows, ...results] = await transaction.run([
+  const productRead = deps.entitlementProducts.mustRead(entitlementId, true)
+    ? [store.licensedProductsStatement(entitlementId)]
+    : [];
+  const [entitlementRows, codeRows, sessionRows, receiverRows, ...results] = await transaction.run([
     store.entitlementStatement(entitlementId, true),
-    store.licensedProductsStatement(entitlementId),
     activationCodeByKeyStatement(dataSource.manager, key, true),
     store.liveSessionsOfDeviceStatement(entitlementId, hash),
     deps.events.receiversStatement(owner.providerId),
+    ...productRead,
     ...firstRead,
     ...seatReads,
   ]);
   const entitlement = store.entitlementOf(entitlementRows);
   const code = activationCodeOf(dataSource.manager, codeRows);
   if (!entitlement || !code || code.entitlementId !== entitlementId) throw codeNotFound();
-  const facts = entitlementFacts(entitlement, store.productsOf(productRows), null);
+  const productRows = results.splice(0, productRead.length);
+  const facts = await factsWithProducts(deps, transaction, entitlement, productRows);
   if (endsAfterFirstActivation(facts.policy)) {
     const [first] =
       firstRead.length > 0 ? results : await transaction.run([store.firstActivationStatement(entitlementId)]);
@@ -316,6 +323,28 @@ async function lockedRows(
   const planned: PlannedReads | undefined = plan && { seatReads, results, readsFirstActivation: firstRead.length > 0 };
   const receiving = deps.events.receives(receiverRows);
   return { entitlement, facts, code, replaced: store.deviceSessionsOf(sessionRows), planned, receiving };
+}
+
+/**
+ * The entitlement's facts, with its products as read in the first batch or else their kept ids; their codes are
+ * read now when the policy's product-code rule needs them and the first batch did not.
+ */
+async function factsWithProducts(
+  deps: ActivationDependencies,
+  transaction: BatchedTransaction,
+  entitlement: EntitlementRow,
+  productRows: unknown[],
+): Promise<EntitlementFacts> {
+  const { store, entitlementProducts } = deps;
+  const read = productRows.length > 0 ? store.productsOf(productRows[0]) : undefined;
+  const facts = entitlementFacts(entitlement, entitlementProducts.productsOf(entitlement.id, read), null);
+  const codesWanted = facts.policy?.requireProductCode ?? false;
+  if (codesWanted && facts.products === null) {
+    const [rows] = await transaction.run([store.licensedProductsStatement(entitlement.id)]);
+    facts.products = store.productsOf(rows).current;
+  }
+  entitlementProducts.remember(entitlement.id, facts.productIds, codesWanted);
+  return facts;
 }
 
 function seatRequestOf(entitlementId: string, fingerprint: string, fingerprintHash: string, now: Date) {

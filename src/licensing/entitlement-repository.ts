@@ -243,6 +243,7 @@ export class EntitlementRepository {
     );
   }
 
+  /** The only writer of an entitlement's product links: they never change after (EntitlementProductCache). */
   private async insertContents(manager: EntityManager, entitlementId: string, contents: EntitlementContents) {
     const pause = () => yieldToEventLoop(this.dataSource);
     if (contents.productIds.length > 0) {

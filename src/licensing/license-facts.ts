@@ -2,12 +2,12 @@ import { preAuthorizedDevicesOf } from "./activation-code-mapper.js";
 import { type CodeFacts, type EntitlementFacts, enabledFeatures, type FeatureFacts } from "./activation-rules.js";
 import type { ActivationCodeRow, EntitlementFeatureRow, EntitlementRow } from "./entities.js";
 import { buildLicenseClaims, type LicenseClaims } from "./license-claims.js";
-import type { LicensedProduct } from "./session-store.js";
+import type { LicensedProducts } from "./session-store.js";
 import { sharedPolicyOf } from "./shared-policies.js";
 
 export function entitlementFacts(
   row: EntitlementRow,
-  products: LicensedProduct[],
+  products: LicensedProducts,
   firstActivationAt: Date | null,
 ): EntitlementFacts {
   return {
@@ -19,7 +19,8 @@ export function entitlementFacts(
     expirationDateTime: row.expirationDateTime,
     createdAt: row.createdAt,
     policy: sharedPolicyOf(row.activationPolicy),
-    products,
+    productIds: products.ids,
+    products: products.current,
     firstActivationAt,
   };
 }
@@ -81,7 +82,7 @@ export function licenseClaimsFor(license: {
     issuedAt: now,
     leaseEndsAt: lease.leaseExpiresAt,
     graceEndsAt: lease.graceEndsAt,
-    productIds: facts.products.map((product) => product.id),
+    productIds: facts.productIds,
     features: featureClaims(enabledFeatures(license.features.map(featureFacts), { trial, inGrace: false }, now)),
     offlineAllowed: facts.policy?.claimBasedActivation?.allowOffLineUse ?? false,
     trial,

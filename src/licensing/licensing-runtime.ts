@@ -13,6 +13,7 @@ import { checkInFastRoute } from "./check-in-fast-route.js";
 import { CheckInWriter } from "./check-in-writer.js";
 import { ClientHostNames } from "./client-host-names.js";
 import { EntitlementFeatureCache } from "./entitlement-feature-cache.js";
+import { EntitlementProductCache } from "./entitlement-product-cache.js";
 import { LicenseKeys } from "./license-keys.js";
 import { licenseSessionVerifier } from "./license-session-verifier.js";
 import { LicenseTokens } from "./license-tokens.js";
@@ -69,6 +70,7 @@ export async function createLicensing(options: {
     guesses: new ActivationGuesses(options.coordinator, options.activationGuessesPerAddress, logger),
     seatPlans: new SeatPlans(),
     entitlementFeatures: new EntitlementFeatureCache(),
+    entitlementProducts: new EntitlementProductCache(),
   };
   return {
     dependencies,

@@ -144,7 +144,7 @@ export async function renewSession(
 
 /**
  * A live session's new lease and the claims of its new token: one batch reads the session (locked), its
- * entitlement (as the token names it), products and code; a second extends the lease and commits (on MySQL the
+ * entitlement (as the token names it), code and, unless this instance knows their ids, products; a second extends the lease and commits (on MySQL the
  * first starts the transaction: two round trips). The features are those an activation on this instance kept
  * for the revision read, or else read in the second batch.
  */
@@ -155,18 +155,23 @@ async function renewInTransaction(
 ): Promise<{ claims: LicenseClaims; lease: Lease }> {
   const { store, dataSource } = deps;
   const { sessionId, entitlementId, now } = request;
-  const [sessionRows, entitlementRows, productRows, codeRows] = await transaction.run([
+  const productRead = deps.entitlementProducts.mustRead(entitlementId, false)
+    ? [store.licensedProductsStatement(entitlementId)]
+    : [];
+  const [sessionRows, entitlementRows, codeRows, ...productRows] = await transaction.run([
     store.sessionStatement(sessionId, true),
     store.entitlementStatement(entitlementId, false),
-    store.licensedProductsStatement(entitlementId),
     activationCodeOfSessionStatement(dataSource.manager, sessionId),
+    ...productRead,
   ]);
   const found = store.sessionOf(sessionRows);
   if (!found || found.state !== SESSION_STATE.live) throw sessionGone(found?.state ?? SESSION_STATE.ended);
   const entitlement = store.entitlementOf(entitlementRows);
   const code = activationCodeOf(dataSource.manager, codeRows);
   if (!entitlement || !code || found.entitlementId !== entitlementId) throw sessionGone(SESSION_STATE.ended);
-  const facts = entitlementFacts(entitlement, store.productsOf(productRows), null);
+  const read = productRows.length > 0 ? store.productsOf(productRows[0]) : undefined;
+  const facts = entitlementFacts(entitlement, deps.entitlementProducts.productsOf(entitlementId, read), null);
+  if (read) deps.entitlementProducts.remember(entitlementId, read.ids, facts.policy?.requireProductCode ?? false);
   if (endsAfterFirstActivation(facts.policy)) {
     const [first] = await transaction.run([store.firstActivationStatement(entitlementId)]);
     facts.firstActivationAt = store.firstActivationOf(first);

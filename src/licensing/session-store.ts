@@ -39,6 +39,12 @@ export interface LicensedProduct {
   productVersion: string;
 }
 
+/** An entitlement's products: their ids, and their codes and versions when read (null when only the ids are known). */
+export interface LicensedProducts {
+  ids: string[];
+  current: LicensedProduct[] | null;
+}
+
 /**
  * The SQL of seats and sessions. Every activation locks its entitlement's row first (SELECT … FOR UPDATE on
  * MySQL; SQLite runs one write transaction at a time), so seat counts read under that lock are exact on any
@@ -96,9 +102,11 @@ export class SessionStore {
     };
   }
 
-  productsOf(result: unknown): LicensedProduct[] {
+  /** The products licensedProductsStatement read. */
+  productsOf(result: unknown): LicensedProducts {
     const rows = result as { id: string; code: string; version: string }[];
-    return rows.map((row) => ({ id: row.id, productCode: row.code, productVersion: row.version }));
+    const current = rows.map((row) => ({ id: row.id, productCode: row.code, productVersion: row.version }));
+    return { ids: current.map((product) => product.id), current };
   }
 
   /** The first activation with any of the entitlement's codes; null before it. */

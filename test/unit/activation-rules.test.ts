@@ -48,6 +48,7 @@ function entitlement(overrides: Partial<EntitlementFacts> = {}): EntitlementFact
     expirationDateTime: null,
     createdAt: shift(-10 * DAY),
     policy: undefined,
+    productIds: ["p1"],
     products: [{ id: "p1", productCode: "ACME-CAD", productVersion: "2.1" }],
     ...overrides,
   };
@@ -335,6 +336,7 @@ test("checkActivation: requireOrganizationGroupMember needs a signed-in member a
 test("checkActivation: requireProductCode wants <productCode>[:<productVersion>] of a product", (t) => {
   const facts: Partial<EntitlementFacts> = {
     policy: policy({ requireProductCode: true }),
+    productIds: ["p1", "p2"],
     products: [
       { id: "p1", productCode: "ACME-CAD", productVersion: "2.1" },
       { id: "p2", productCode: "ACME-VIEW", productVersion: "1.0" },
@@ -350,6 +352,14 @@ test("checkActivation: requireProductCode wants <productCode>[:<productVersion>]
   refused(t, target("ACME-VIEW:2.1"), "product-code-required");
   refused(t, target("ACME"), "product-code-required");
   allowed(t, { entitlement: { products: facts.products }, ask: { targetSoftwareVersion: "whatever" } });
+  allowed(
+    t,
+    { entitlement: { products: null }, ask: { targetSoftwareVersion: "whatever" } },
+    "codes not read, no rule",
+  );
+  const unread = { entitlement: { ...facts, products: null }, ask: { targetSoftwareVersion: "ACME-CAD" } };
+  const error = t.throws(() => check(unread));
+  t.regex(error?.message ?? "", /codes, not read/, "the rule never judges without the codes as stored");
 });
 
 test("checkActivation: a code bound to a fingerprint or pre-authorized devices refuses other devices", (t) => {
