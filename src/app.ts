@@ -43,6 +43,7 @@ import { preallocationFastRoute } from "./usage/preallocation-fast-route.js";
 import { createUsage } from "./usage/usage-runtime.js";
 import { CallbackGrants } from "./webhooks/callback-grants.js";
 import { webhookEntities } from "./webhooks/entities.js";
+import type { Outbox } from "./webhooks/outbox.js";
 import { createWebhooks, type WebhookRuntimeOptions } from "./webhooks/webhooks-runtime.js";
 
 export interface App {
@@ -55,6 +56,8 @@ export interface App {
   bootstrap: BootstrapOutcome;
   /** The time-driven work (tests run a round with `tick()`). */
   scheduler: Scheduler;
+  /** The webhook outbox (tests watch when it wakes the delivery worker). */
+  outbox: Outbox;
   close(): Promise<void>;
 }
 
@@ -262,7 +265,7 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
   }
   webhooks.start();
   scheduler.start();
-  return { handler, dataSource, coordinator, keys, tokens, bootstrap, scheduler, close };
+  return { handler, dataSource, coordinator, keys, tokens, bootstrap, scheduler, outbox: webhooks.outbox, close };
 }
 
 /** Fails naming the dependency only: its own error goes to the log, not to whoever asks the probe. */

@@ -75,6 +75,7 @@ export async function createEntitlement(
   violations.throwIfAny();
   const providerId = providerOf(context);
   const repository = repositoryOf(deps);
+  const events = deps.events.writes();
   const entitlement = await translateUniqueViolations(() =>
     inTransaction(deps.dataSource, async (manager) => {
       const now = deps.clock.now();
@@ -88,11 +89,11 @@ export async function createEntitlement(
       const ordered = productIds.map((id) => byId.get(id)).filter((product) => product !== undefined);
       const contents = contentsFromCatalog(ordered, catalog, { entitlementId: row.id, now, newId: deps.newId });
       await repository.insert(manager, row, contents);
-      await deps.events.append(manager, entitlementEvents(null, row, { cause: "created", productIds }, now));
+      await events.append(manager, entitlementEvents(null, row, { cause: "created", productIds }, now));
       return viewOf(repository, manager, row);
     }),
   );
-  deps.events.committed();
+  events.committed();
   await deps.entitlementChanged(entitlement.id);
   return create(CreateEntitlementResponseSchema, { entitlement: await withLiveUsage(deps, context, entitlement) });
 }
@@ -234,6 +235,7 @@ export async function createFromTemplate(
   const repository = repositoryOf(deps);
   const parameters = request.entitlementParameters ?? create(EntitlementParametersSchema, {});
   const workflow = request.licenseActivationWorkflowParameters;
+  const events = deps.events.writes();
   const response = await translateUniqueViolations(() =>
     inTransaction(deps.dataSource, async (manager) => {
       const template = await findTemplate(repository, manager, providerId, request);
@@ -247,7 +249,7 @@ export async function createFromTemplate(
       );
       const productIds = contents.productIds;
       const plan = { cause: "from-template" as const, productIds, templateId: template.id };
-      await deps.events.append(manager, entitlementEvents(null, row, plan, now));
+      await events.append(manager, entitlementEvents(null, row, plan, now));
       const activationInvitation = workflow
         ? await issueActivationCode(manager, {
             providerId,
@@ -261,7 +263,7 @@ export async function createFromTemplate(
       return { entitlement: await viewOf(repository, manager, row), activationInvitation };
     }),
   );
-  deps.events.committed();
+  events.committed();
   await deps.entitlementChanged(response.entitlement.id);
   await withLiveUsage(deps, context, response.entitlement);
   return create(CreateFromTemplateResponseSchema, response);
@@ -337,6 +339,7 @@ async function changeEntitlement(
   const id = requireUuid("entitlementId", entitlementId);
   const providerId = providerOf(context);
   const repository = repositoryOf(deps);
+  const events = deps.events.writes();
   const entitlement = await translateUniqueViolations(() =>
     inTransaction(deps.dataSource, async (manager) => {
       const row = await repository.find(manager, providerId, id, true);
@@ -352,11 +355,11 @@ async function changeEntitlement(
         productIds: view.products.map((product) => product.id),
         featuresChanged,
       };
-      await deps.events.append(manager, entitlementEvents(before, row, plan, now));
+      await events.append(manager, entitlementEvents(before, row, plan, now));
       return view;
     }),
   );
-  deps.events.committed();
+  events.committed();
   await deps.entitlementChanged(id);
   return withLiveUsage(deps, context, entitlement);
 }

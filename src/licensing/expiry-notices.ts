@@ -100,15 +100,16 @@ async function notify(
   now: Date,
   date: (value: Date) => unknown,
 ): Promise<void> {
+  const writes = events.writes();
   try {
     await inTransaction(dataSource, async (manager: EntityManager) => {
       await manager.query(
         "INSERT INTO entitlement_notices (entitlement_id, kind, due_at, created_at) VALUES (?, ?, ?, ?)",
         [row.id, kind, date(dueAt), date(now)],
       );
-      await events.append(manager, [noticeEvent(row, kind, dueAt, now)]);
+      await writes.append(manager, [noticeEvent(row, kind, dueAt, now)]);
     });
-    events.committed();
+    writes.committed();
   } catch (error) {
     if (!isUniqueViolation(error)) throw error;
   }

@@ -23,11 +23,11 @@ import { activationCodeOf, activationCodeOfSessionStatement } from "./activation
 import { type EntitlementFacts, type Lease, leaseFor, sessionStatus } from "./activation-rules.js";
 import type { CheckInWriter } from "./check-in-writer.js";
 import { type LicenseSessionRow, SESSION_STATE } from "./entities.js";
-import { policyOf } from "./entitlement-mapper.js";
 import type { LicenseClaims } from "./license-claims.js";
 import { endsAfterFirstActivation } from "./license-ends.js";
 import { codeFacts, entitlementFacts, licenseClaimsFor } from "./license-facts.js";
 import type { LicensingCaches } from "./licensing-caches.js";
+import { sharedPolicyOf } from "./shared-policies.js";
 import { effectiveSubscription } from "./subscription-periods.js";
 
 export interface SessionCallDependencies extends ActivationDependencies {
@@ -234,7 +234,10 @@ export async function releaseSession(
       throw sessionGone(found?.state ?? SESSION_STATE.ended);
     }
     await store.endSession(manager, found, SESSION_STATE.released, now);
-    if (!found.isFloating && policyOf(entitlement)?.claimBasedActivation?.isTransferableLicense) {
+    if (
+      !found.isFloating &&
+      sharedPolicyOf(entitlement.activationPolicy)?.claimBasedActivation?.isTransferableLicense
+    ) {
       await store.removeDevice(manager, found.entitlementId, found.fingerprintHash);
     }
     return { releasedAt: now, changed: true };

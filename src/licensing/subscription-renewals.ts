@@ -84,6 +84,7 @@ async function renew(
   if (!dueWork(candidate, now, announced)) return;
   const entitlements = new SqlTable(deps.dataSource, EntitlementEntity);
   const locking = forUpdate(dialectOf(deps.dataSource));
+  const events = deps.events.writes();
   const changed = await inTransaction(deps.dataSource, async (manager) => {
     // Locked and read again: a vendor's change of the policy meanwhile is kept.
     const [row] = await entitlements.select(manager, `id = ?${locking}`, [candidate.id]);
@@ -92,7 +93,7 @@ async function renew(
     for (const renewal of work.renewals) {
       if (!(await mark(manager, row.id, "renewed", renewal.at, now))) continue;
       const next = renewalsAfter(work.subscription, renewal.at);
-      await deps.events.append(manager, [renewedEvent(row, renewal, next, now)]);
+      await events.append(manager, [renewedEvent(row, renewal, next, now)]);
     }
     if (!work.endsAt || !(await mark(manager, row.id, "subscription-ended", work.endsAt, now))) return false;
     work.subscription.isSubscriptionActive = false;
@@ -100,10 +101,10 @@ async function renew(
       "UPDATE entitlements SET activation_policy = ?, revision = revision + 1, updated_at = ? WHERE id = ?",
       [policyText(work.policy), date(deps.dataSource, now), row.id],
     );
-    await deps.events.append(manager, [cancelledEvent(row, now)]);
+    await events.append(manager, [cancelledEvent(row, now)]);
     return true;
   });
-  deps.events.committed();
+  events.committed();
   if (changed) await deps.entitlementChanged(candidate.id);
 }
 

@@ -72,6 +72,11 @@ export class Outbox {
     for (const listener of this.listeners) listener();
   }
 
+  /** Appends for one piece of work, whose `committed` wakes the worker only if something was written. */
+  writes(): OutboxWrites {
+    return new OutboxWrites(this);
+  }
+
   onCommitted(listener: () => void): () => void {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
@@ -118,4 +123,25 @@ function rowOf(draft: EventDraft): WebhookEventRow {
     fannedOutAt: null,
     createdAt: draft.time,
   };
+}
+
+/**
+ * The events one piece of work appends (in one transaction, or in a transaction run again after a deadlock):
+ * after its commit the delivery worker is woken only if any was written, so that the changes of a provider
+ * without webhooks do not set off a fan-out round each.
+ */
+export class OutboxWrites {
+  private written = 0;
+
+  constructor(private readonly outbox: Outbox) {}
+
+  async append(manager: EntityManager, drafts: EventDraft[]): Promise<string[]> {
+    const ids = await this.outbox.append(manager, drafts);
+    this.written += ids.length;
+    return ids;
+  }
+
+  committed(): void {
+    if (this.written > 0) this.outbox.committed();
+  }
 }

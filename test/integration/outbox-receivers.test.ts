@@ -1,7 +1,10 @@
 import { randomUUID } from "node:crypto";
 import anyTest, { type TestFn } from "ava";
 import { SubscriptionState } from "../../gen/provision/v1/webhook_pb.js";
-import { activate, entitlementWithCode } from "../support/licensing.js";
+import { accessToken } from "../support/auth.js";
+import { activate, ENTITLEMENTS, entitlementWithCode } from "../support/licensing.js";
+import { createProviderWithClient } from "../support/providers.js";
+import { PRODUCTS, rest } from "../support/rest.js";
 import { type BothDatabases, startOnBothDatabases, type TestServer } from "../support/test-server.js";
 import { insertSubscription } from "../support/webhooks.js";
 
@@ -63,5 +66,47 @@ for (const mode of ["MySQL", "SQLite"] as const) {
     t.is(await activatedEvents(server, code, "re-verifying"), 1, "verified once, pending again (a new URL)");
     const later = await entitlementWithCode(server.baseUrl, policy);
     t.true((await eventTypesOf(server, later.entitlementId)).includes("Entitlement.PlanApplied"), "creating writes it");
+  });
+}
+
+/**
+ * A product, an entitlement of it, a change that is no event (its name) and one that is (revoking it), a template
+ * of it and an entitlement from that template.
+ */
+async function entitlementChanges(server: TestServer, authorization: string, label: string): Promise<void> {
+  const call = async (method: "POST" | "PUT", path: string, body: Record<string, unknown>) => {
+    const answer = await rest(server.baseUrl, method, path, body, { authorization });
+    if (answer.status !== 200) throw new Error(`${method} ${path}: ${JSON.stringify(answer.body)}`);
+    return answer.body;
+  };
+  const product = await call("POST", PRODUCTS, { productCode: `WAKE-${label}`, name: label });
+  const entitlement = await call("POST", ENTITLEMENTS, { name: label, productIds: [product.id] });
+  await call("PUT", `${ENTITLEMENTS}/${entitlement.id}`, { name: `${label} renamed` });
+  await call("PUT", `${ENTITLEMENTS}/${entitlement.id}`, { isRevoked: true });
+  const template = await call("POST", `${ENTITLEMENTS}/templates/to-template`, {
+    entitlementId: entitlement.id,
+    templateName: label,
+    templateVersion: "1",
+  });
+  await call("POST", `${ENTITLEMENTS}/templates/from-template`, { entitlementTemplateId: template.id });
+}
+
+// Serial, so that no other test's events wake the worker while this one counts.
+for (const mode of ["MySQL", "SQLite"] as const) {
+  test.serial(`${mode}: entitlement changes wake the delivery worker only when they wrote an event`, async (t) => {
+    const server = t.context.servers[mode];
+    const tenant = await createProviderWithClient(server);
+    const authorization = `Bearer ${await accessToken(server.baseUrl, tenant.clientId, tenant.clientSecret)}`;
+    let wakeUps = 0;
+    const stopCounting = server.app.outbox.onCommitted(() => wakeUps++);
+    try {
+      await entitlementChanges(server, authorization, `none-${mode}`);
+      t.is(wakeUps, 0, "a provider without a subscription: nothing written, nothing woken");
+      await insertSubscription(server, { state: SubscriptionState.SUSPENDED, providerId: tenant.providerId });
+      await entitlementChanges(server, authorization, `some-${mode}`);
+      t.is(wakeUps, 3, "with a receiving subscription: creating, revoking and creating from the template");
+    } finally {
+      stopCounting();
+    }
   });
 }
