@@ -37,7 +37,7 @@ import { type EntitlementFeatureRow, type EntitlementRow, type LicenseSessionRow
 import { activatedEvent } from "./entitlement-events.js";
 import type { EntitlementFeatureCache } from "./entitlement-feature-cache.js";
 import { policyText } from "./entitlement-mapper.js";
-import type { EntitlementProductCache } from "./entitlement-product-cache.js";
+import { type EntitlementProductCache, productsReadOrKept } from "./entitlement-product-cache.js";
 import { fingerprintHash } from "./license-claims.js";
 import { endsAfterFirstActivation } from "./license-ends.js";
 import { codeFacts, entitlementFacts, licenseClaimsFor } from "./license-facts.js";
@@ -298,9 +298,8 @@ async function lockedRows(
   const seatRequest = seatRequestOf(entitlementId, input.ask.fingerprint, hash, now);
   const seatReads = plan ? seatCheck(store, { ...seatRequest, claim: plan.claim, code: plan.code }).reads : [];
   const firstRead = plan?.readsFirstActivation ? [store.firstActivationStatement(entitlementId)] : [];
-  const productRead = deps.entitlementProducts.mustRead(entitlementId, true)
-    ? [store.licensedProductsStatement(entitlementId)]
-    : [];
+  const keptProductIds = deps.entitlementProducts.keptIds(entitlementId, true);
+  const productRead = keptProductIds ? [] : [store.licensedProductsStatement(entitlementId)];
   const [entitlementRows, codeRows, sessionRows, receiverRows, ...results] = await transaction.run([
     store.entitlementStatement(entitlementId, true),
     activationCodeByKeyStatement(dataSource.manager, key, true),
@@ -313,8 +312,8 @@ async function lockedRows(
   const entitlement = store.entitlementOf(entitlementRows);
   const code = activationCodeOf(dataSource.manager, codeRows);
   if (!entitlement || !code || code.entitlementId !== entitlementId) throw codeNotFound();
-  const productRows = results.splice(0, productRead.length);
-  const facts = await factsWithProducts(deps, transaction, entitlement, productRows);
+  const [productRows] = results.splice(0, productRead.length);
+  const facts = await factsWithProducts(deps, transaction, entitlement, { productRows, keptProductIds });
   if (endsAfterFirstActivation(facts.policy)) {
     const [first] =
       firstRead.length > 0 ? results : await transaction.run([store.firstActivationStatement(entitlementId)]);
@@ -333,11 +332,11 @@ async function factsWithProducts(
   deps: ActivationDependencies,
   transaction: BatchedTransaction,
   entitlement: EntitlementRow,
-  productRows: unknown[],
+  products: { productRows: unknown; keptProductIds: string[] | undefined },
 ): Promise<EntitlementFacts> {
   const { store, entitlementProducts } = deps;
-  const read = productRows.length > 0 ? store.productsOf(productRows[0]) : undefined;
-  const facts = entitlementFacts(entitlement, entitlementProducts.productsOf(entitlement.id, read), null);
+  const read = products.keptProductIds ? undefined : store.productsOf(products.productRows);
+  const facts = entitlementFacts(entitlement, productsReadOrKept(read, products.keptProductIds), null);
   const codesWanted = facts.policy?.requireProductCode ?? false;
   if (codesWanted && facts.products === null) {
     const [rows] = await transaction.run([store.licensedProductsStatement(entitlement.id)]);

@@ -5,47 +5,48 @@ const ENTITLEMENTS_KEPT = 20_000;
 
 interface KeptProducts {
   ids: string[];
-  /** Whether the entitlement's policy, when last read here, had the product-code rule (see codesWanted). */
+  /** Whether the entitlement's policy, when last read here, had the product-code rule. */
   codesWanted: boolean;
 }
 
 /**
  * Each entitlement's licensed product ids, per instance. They are written once, in the transaction that creates
- * the entitlement, and never change (deleting the entitlement deletes them with it), so ids kept here need no
- * invalidation. Products' codes and versions can change (UpdateProduct): they are not kept, and the product-code
- * rule reads them in its own transaction.
+ * the entitlement, and no call changes them, so ids kept here need no invalidation. Products' codes and versions
+ * can change (UpdateProduct): they are not kept, and the product-code rule reads them in its own transaction.
  */
 export class EntitlementProductCache {
   private readonly byEntitlement = new Map<string, KeptProducts>();
 
   /**
-   * Whether a transaction's first batch reads the entitlement's products: when their ids are not kept, or when
-   * it applies the activation rules and the policy last read had the product-code rule.
+   * The kept ids, when a transaction's first batch need not read the entitlement's products: they are kept, and
+   * it does not apply the activation rules or the policy last read had no product-code rule. Taken once, before
+   * the batch: an entry may be dropped while it runs.
    */
-  mustRead(entitlementId: string, appliesRules: boolean): boolean {
+  keptIds(entitlementId: string, appliesRules: boolean): string[] | undefined {
     const kept = this.byEntitlement.get(entitlementId);
-    return kept === undefined || (appliesRules && kept.codesWanted);
-  }
-
-  /** The products as read (when they were), or else their kept ids. */
-  productsOf(entitlementId: string, read: LicensedProducts | undefined): LicensedProducts {
-    if (read) return read;
-    const kept = this.byEntitlement.get(entitlementId);
-    if (!kept) throw new Error(`the products of entitlement ${entitlementId} were neither read nor kept`);
-    return { ids: kept.ids, current: null };
+    return kept && !(appliesRules && kept.codesWanted) ? kept.ids : undefined;
   }
 
   /**
    * Keeps the ids, and whether the policy read with them asked for the products' codes: then the next activation
-   * reads them with its first batch instead of in a round trip of their own.
+   * reads them with its first batch instead of in a round trip of their own. The entry moves to the back of the
+   * eviction order.
    */
   remember(entitlementId: string, ids: string[], codesWanted: boolean): void {
-    const kept = this.byEntitlement.get(entitlementId);
-    if (kept?.codesWanted === codesWanted) return;
     this.byEntitlement.delete(entitlementId);
     this.byEntitlement.set(entitlementId, { ids, codesWanted });
     if (this.byEntitlement.size > ENTITLEMENTS_KEPT) {
       this.byEntitlement.delete(this.byEntitlement.keys().next().value as string);
     }
   }
+}
+
+/** The products as read in a batch, or else the ids kept before it. */
+export function productsReadOrKept(
+  read: LicensedProducts | undefined,
+  keptIds: string[] | undefined,
+): LicensedProducts {
+  if (read) return read;
+  if (!keptIds) throw new Error("an entitlement's products were neither read nor kept");
+  return { ids: keptIds, current: null };
 }

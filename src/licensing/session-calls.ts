@@ -23,6 +23,7 @@ import { activationCodeOf, activationCodeOfSessionStatement } from "./activation
 import { type EntitlementFacts, type Lease, leaseFor, sessionStatus } from "./activation-rules.js";
 import type { CheckInWriter } from "./check-in-writer.js";
 import { type LicenseSessionRow, SESSION_STATE } from "./entities.js";
+import { productsReadOrKept } from "./entitlement-product-cache.js";
 import type { LicenseClaims } from "./license-claims.js";
 import { endsAfterFirstActivation } from "./license-ends.js";
 import { codeFacts, entitlementFacts, licenseClaimsFor } from "./license-facts.js";
@@ -155,9 +156,8 @@ async function renewInTransaction(
 ): Promise<{ claims: LicenseClaims; lease: Lease }> {
   const { store, dataSource } = deps;
   const { sessionId, entitlementId, now } = request;
-  const productRead = deps.entitlementProducts.mustRead(entitlementId, false)
-    ? [store.licensedProductsStatement(entitlementId)]
-    : [];
+  const keptProductIds = deps.entitlementProducts.keptIds(entitlementId, false);
+  const productRead = keptProductIds ? [] : [store.licensedProductsStatement(entitlementId)];
   const [sessionRows, entitlementRows, codeRows, ...productRows] = await transaction.run([
     store.sessionStatement(sessionId, true),
     store.entitlementStatement(entitlementId, false),
@@ -169,8 +169,8 @@ async function renewInTransaction(
   const entitlement = store.entitlementOf(entitlementRows);
   const code = activationCodeOf(dataSource.manager, codeRows);
   if (!entitlement || !code || found.entitlementId !== entitlementId) throw sessionGone(SESSION_STATE.ended);
-  const read = productRows.length > 0 ? store.productsOf(productRows[0]) : undefined;
-  const facts = entitlementFacts(entitlement, deps.entitlementProducts.productsOf(entitlementId, read), null);
+  const read = keptProductIds ? undefined : store.productsOf(productRows[0]);
+  const facts = entitlementFacts(entitlement, productsReadOrKept(read, keptProductIds), null);
   if (read) deps.entitlementProducts.remember(entitlementId, read.ids, facts.policy?.requireProductCode ?? false);
   if (endsAfterFirstActivation(facts.policy)) {
     const [first] = await transaction.run([store.firstActivationStatement(entitlementId)]);
