@@ -3,31 +3,40 @@ import type { DescField, DescMessage, JsonObject, JsonValue, Message } from "@bu
 import type { FieldViolation } from "../../platform/errors.js";
 import { decodeRequest } from "./json-codec.js";
 import { encodedFields, encodeResponseText } from "./json-encoder.js";
+import { decodeSessionEvent } from "./session-event-decoder.js";
 
 /** Elements of a list decoded or encoded between two turns of the event loop. */
 const CHUNK = 100;
 
 type ListField = DescField & { fieldKind: "list"; listKind: "message"; message: DescMessage };
 
-function longLists(schema: DescMessage, json: JsonObject): ListField[] {
+/** Element types with a decoder of their own for their plain JSON (see session-event-decoder.ts). */
+const ELEMENT_DECODERS = new Map<string, (json: JsonObject) => Message | undefined>([
+  ["provision.v1.SessionEvent", decodeSessionEvent],
+]);
+
+/** Lists of messages decoded element by element: those longer than a chunk, and any whose elements have a decoder. */
+function elementwiseLists(schema: DescMessage, json: JsonObject): ListField[] {
   return schema.fields.filter(
     (field): field is ListField =>
       field.fieldKind === "list" &&
       field.listKind === "message" &&
       Array.isArray(json[field.jsonName]) &&
-      (json[field.jsonName] as JsonValue[]).length > CHUNK,
+      ((json[field.jsonName] as JsonValue[]).length > CHUNK || ELEMENT_DECODERS.has(field.message.typeName)),
   );
 }
 
 /**
  * `decodeRequest`, but a top-level list of messages longer than a chunk (an import's products) is decoded
- * element by element, letting other requests run between chunks: no request holds the event loop for long.
+ * element by element, letting other requests run between chunks: no request holds the event loop for long. So is
+ * a list whose elements have a decoder of their own, which takes each element it can and leaves the rest to
+ * `decodeRequest`.
  */
 export async function decodeRequestInChunks(
   schema: DescMessage,
   json: JsonObject,
 ): Promise<{ message: Message } | { violations: FieldViolation[] }> {
-  const lists = longLists(schema, json);
+  const lists = elementwiseLists(schema, json);
   if (lists.length === 0) return decodeRequest(schema, json);
   const rest = { ...json };
   for (const field of lists) delete rest[field.jsonName];
@@ -37,13 +46,19 @@ export async function decodeRequestInChunks(
   for (const field of lists) {
     const elements = json[field.jsonName] as JsonValue[];
     const violations: FieldViolation[] = [];
+    const decodePlain = ELEMENT_DECODERS.get(field.message.typeName);
     for (let index = 0; index < elements.length; index++) {
-      if (index % CHUNK === 0) await nextTurn();
+      if (index % CHUNK === 0 && index > 0) await nextTurn();
       const element = elements[index];
       if (element === null) continue;
       const path = `${field.jsonName}[${index}]`;
       if (typeof element !== "object" || Array.isArray(element)) {
         violations.push({ field: path, message: "must be an object" });
+        continue;
+      }
+      const plain = decodePlain?.(element);
+      if (plain) {
+        target[field.localName].push(plain);
         continue;
       }
       const item = decodeRequest(field.message, element);

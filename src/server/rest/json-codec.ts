@@ -9,6 +9,7 @@ import {
   ScalarType,
   toJson,
 } from "@bufbuild/protobuf";
+import { type Timestamp, TimestampSchema } from "@bufbuild/protobuf/wkt";
 import type { FieldViolation } from "../../platform/errors.js";
 import { formatTimeSpan, parseDateSpan } from "./date-span.js";
 
@@ -199,6 +200,12 @@ function normalizeTimestamp(value: JsonValue, path: string, violations: FieldVio
     });
   }
   return normalized;
+}
+
+/** An RFC 3339 date-time as the REST decoder takes it into a Timestamp field; undefined when it refuses it. */
+export function timestampOfText(value: string): Timestamp | undefined {
+  const normalized = rfc3339ToUtc(value);
+  return normalized === undefined ? undefined : fromJson(TimestampSchema, normalized);
 }
 
 /** `value` as an RFC 3339 UTC timestamp with its fraction kept to the nanosecond, or undefined when invalid. */
