@@ -80,6 +80,32 @@ for (const kind of ["mysql", "embedded"] as const) {
     t.is(await consumptionSeen(t, baseUrl, session, "api-calls"), 0.000001);
   });
 
+  test(`${kind}: items in any accepted JSON form count; items of the wrong type are named, and nothing is stored`, async (t) => {
+    const { baseUrl } = t.context.servers[kind];
+    const entitlement = await meteredEntitlement(baseUrl, [API_CALLS]);
+    const session = await meteredSession(baseUrl, entitlement);
+    const mixed = await sendUsage(baseUrl, session, [
+      { transactionId: 1, eventName: "api-calls", eventData: "1" },
+      { transaction_id: " 2", event_name: "api-calls", event_data: "2", note: "an unknown field is ignored" },
+      { transactionId: "3", eventName: "api-calls", eventData: "4", apiVersion: "1", creationDateTime: null },
+    ]);
+    t.deepEqual(mixed.body, { acceptedCount: 3, duplicateCount: 0 }, JSON.stringify(mixed.body));
+    const wrongTypes = await sendUsage(baseUrl, session, [
+      { transactionId: 4, eventName: "api-calls", eventData: "8" },
+      { transactionId: "four", eventName: "api-calls", eventData: "8" },
+      { transactionId: 6, eventName: "api-calls", eventData: 8 },
+    ]);
+    t.is(wrongTypes.status, 400, JSON.stringify(wrongTypes.body));
+    t.deepEqual(
+      wrongTypes.body.errors.map((error: { field: string; message: string }) => [error.field, error.message]),
+      [
+        ["events[1].transactionId", "must be a whole number"],
+        ["events[2].eventData", "must be a string"],
+      ],
+    );
+    t.is(await consumptionSeen(t, baseUrl, session, "api-calls"), 7.000001);
+  });
+
   test(`${kind}: usage that would enter a Block tier refuses the whole batch, naming the metric`, async (t) => {
     const { baseUrl } = t.context.servers[kind];
     const entitlement = await meteredEntitlement(baseUrl, [API_CALLS]);
