@@ -37,6 +37,8 @@ export function fromMicro(micro: number): number {
  * `amount` (`{"amount":12.5}`; other members are ignored).
  */
 export function parseUsageAmount(eventData: string): { micro: number } | { problem: string } {
+  const plain = plainAmountMicro(eventData);
+  if (plain !== undefined) return { micro: plain };
   if (eventData.trim() === "") return { problem: `is empty: send the amount consumed as ${EXAMPLE}` };
   let data: unknown;
   try {
@@ -51,6 +53,20 @@ export function parseUsageAmount(eventData: string): { micro: number } | { probl
   const micro = toMicro(amount);
   if (micro === undefined) return { problem: `holds an amount above the largest allowed, ${MAX_AMOUNT_UNITS}` };
   return { micro };
+}
+
+/** A JSON number without sign or exponent, of at most 15 digits: it converts to a double and back unchanged. */
+const PLAIN_AMOUNT = /^(?:0|[1-9]\d*)(?:\.\d+)?$/;
+const MAX_PLAIN_DIGITS = 15;
+
+/**
+ * The micro-units of the everyday amount (`1`, `2.5`) read from its text: the same as toMicro of the number JSON
+ * makes of it, without parsing JSON. Undefined for any other text.
+ */
+function plainAmountMicro(text: string): number | undefined {
+  if (text.length > MAX_PLAIN_DIGITS + 1 || !PLAIN_AMOUNT.test(text)) return undefined;
+  if (text.length > MAX_PLAIN_DIGITS && !text.includes(".")) return undefined;
+  return Number(text) > MAX_AMOUNT_UNITS ? undefined : roundedMicro(text);
 }
 
 /** The number the data holds, or why it holds none. */

@@ -30,19 +30,16 @@ export async function usageItemsOf(
   const violations: FieldViolation[] = [];
   const items: UsageItem[] = [];
   const seen = new Set<number>();
+  const refs = new BatchRefs(counters, usage);
   for (const [index, event] of events.entries()) {
-    const problems = itemProblems(usage, sessionId, event, now, seen);
-    for (const [field, message] of problems) violations.push({ field: `events[${index}].${field}`, message });
-    if (problems.length > 0) continue;
-    const asset = usage.byMetric.get(event.eventName) as UsageAsset;
-    const occurredAt = event.creationDateTime ? (storableDate(event.creationDateTime) as Date) : now;
-    items.push({
-      transactionId: Number(event.transactionId),
-      asset,
-      amountMicro: (parseUsageAmount(event.eventData) as { micro: number }).micro,
-      occurredAt,
-      ref: await counters.refOf(usage, asset, occurredAt),
-    });
+    const checked = checkedItem(usage, sessionId, event, now, seen);
+    if ("problems" in checked) {
+      for (const [field, message] of checked.problems) violations.push({ field: `events[${index}].${field}`, message });
+      continue;
+    }
+    const { asset, occurredAt } = checked;
+    const ref = refs.kept(asset, occurredAt) ?? (await refs.of(asset, occurredAt));
+    items.push({ transactionId: Number(event.transactionId), asset, amountMicro: checked.micro, occurredAt, ref });
   }
   if (violations.length > 0) {
     throw invalidArgument(
@@ -53,13 +50,40 @@ export async function usageItemsOf(
   return items;
 }
 
-function itemProblems(
+/**
+ * The counters of a batch's items: a metered asset's items dated the same instant (those sent without a date all
+ * take the batch's `now`) share one, asked for once.
+ */
+class BatchRefs {
+  private readonly byAsset = new Map<UsageAsset, { at: number; ref: MeterRef | undefined }>();
+
+  constructor(
+    private readonly counters: MeterCounters,
+    private readonly usage: EntitlementUsage,
+  ) {}
+
+  kept(asset: UsageAsset, at: Date): MeterRef | undefined {
+    const kept = this.byAsset.get(asset);
+    return kept?.at === at.getTime() ? kept.ref : undefined;
+  }
+
+  async of(asset: UsageAsset, at: Date): Promise<MeterRef | undefined> {
+    const ref = await this.counters.refOf(this.usage, asset, at);
+    if (asset.metered) this.byAsset.set(asset, { at: at.getTime(), ref });
+    return ref;
+  }
+}
+
+type CheckedItem = { asset: UsageAsset; micro: number; occurredAt: Date } | { problems: [string, string][] };
+
+/** An item's asset, amount and date, or every problem it has. */
+function checkedItem(
   usage: EntitlementUsage,
   sessionId: string,
   event: SessionEvent,
   now: Date,
   seen: Set<number>,
-): [string, string][] {
+): CheckedItem {
   const problems: [string, string][] = [];
   const id = event.transactionId;
   if (id <= 0n || id > BigInt(Number.MAX_SAFE_INTEGER)) {
@@ -95,5 +119,6 @@ function itemProblems(
       ]);
     }
   }
-  return problems;
+  if (problems.length > 0 || !asset || !dated || "problem" in amount) return { problems };
+  return { asset, micro: amount.micro, occurredAt: dated };
 }

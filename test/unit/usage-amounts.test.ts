@@ -148,3 +148,39 @@ test("parseUsageAmount refuses negative, too large and non-finite amounts", (t) 
   t.regex(problemOf("1e400"), /above the largest allowed/, "JSON.parse makes it Infinity");
   t.regex(problemOf("-1e400"), /negative/);
 });
+
+test("parseUsageAmount reads plain decimals as toMicro reads the number JSON makes of them", (t) => {
+  let state = 20261127;
+  const random = () => {
+    state = (state * 1103515245 + 12345) % 2147483648;
+    return state / 2147483648;
+  };
+  const digits = (count: number) => Array.from({ length: count }, () => Math.floor(random() * 10)).join("");
+  const texts = [
+    "0",
+    "1",
+    "0.5",
+    "0.0000005",
+    "0.0000004999",
+    "0.00000049999999999999999",
+    "999999999.9999995",
+    "1000000000",
+    "1000000000.000001",
+  ];
+  for (let round = 0; round < 20_000; round++) {
+    const whole = String(BigInt(digits(1 + Math.floor(random() * 10))));
+    const fraction = random() < 0.7 ? `.${digits(1 + Math.floor(random() * 12))}` : "";
+    texts.push(`${whole}${fraction}`);
+  }
+  for (const text of texts) {
+    const number = JSON.parse(text) as number;
+    const micro = toMicro(number);
+    const expected = micro === undefined ? undefined : { micro };
+    const parsed = parseUsageAmount(text);
+    if ("micro" in parsed ? parsed.micro !== expected?.micro : expected !== undefined) {
+      t.fail(`${text}: ${JSON.stringify(parsed)} against ${JSON.stringify(expected)}`);
+      return;
+    }
+  }
+  t.pass();
+});
