@@ -145,9 +145,9 @@ export async function renewSession(
 
 /**
  * A live session's new lease and the claims of its new token: one batch reads the session (locked), its
- * entitlement (as the token names it), code and, unless this instance knows their ids, products; a second extends the lease and commits (on MySQL the
- * first starts the transaction: two round trips). The features are those an activation on this instance kept
- * for the revision read, or else read in the second batch.
+ * entitlement (as the token names it), code and, unless this instance keeps their ids, products; a second extends
+ * the lease and commits (on MySQL the first starts the transaction: two round trips). The features are those an
+ * activation on this instance kept for the revision read, or else read in the second batch.
  */
 async function renewInTransaction(
   deps: SessionCallDependencies,
