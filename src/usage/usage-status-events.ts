@@ -112,11 +112,12 @@ export class UsageStatusEvents {
       await this.store.saveStatus(manager, ref.assetId, next, now);
       if (next.status !== stored.status) drafts.push(eventOf(committed, stored.status, next.status, now));
     }
-    if (drafts.length > 0) await this.outbox.append(manager, drafts);
+    const events = this.outbox.writes();
+    if (drafts.length > 0) await events.append(manager, drafts);
     return () => {
       for (const [assetId, known] of remembered) this.known.set(assetId, known);
       for (const observation of pending) this.recheckLater(observation);
-      if (drafts.length > 0) this.outbox.committed();
+      events.committed();
     };
   }
 

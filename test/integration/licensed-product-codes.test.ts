@@ -2,7 +2,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import anyTest, { type ExecutionContext, type TestFn } from "ava";
-import { activate, ENTITLEMENTS, entitlementWithCode, sessionCall } from "../support/licensing.js";
+import { activate, ENTITLEMENTS, entitlementWithCode, licenseClaimsOf, sessionCall } from "../support/licensing.js";
 import { PRODUCTS, rest } from "../support/rest.js";
 import { createTestDatabase, startTestServer, type TestServer } from "../support/test-server.js";
 
@@ -49,10 +49,6 @@ async function activateAs(server: TestServer, activationCode: string, targetSoft
   return activate(server.baseUrl, { activationCode, fingerprint: `product-codes-${devices}`, targetSoftwareVersion });
 }
 
-function claimsOf(token: string): { prd: string[] } {
-  return JSON.parse(Buffer.from(token.split(".")[1], "base64url").toString("utf8"));
-}
-
 async function renameProduct(server: TestServer, productId: string, productCode: string, productVersion: string) {
   const changed = await rest(server.baseUrl, "PUT", `${PRODUCTS}/${productId}`, { productCode, productVersion });
   if (changed.status !== 200) throw new Error(`product: ${JSON.stringify(changed.body)}`);
@@ -76,7 +72,7 @@ each("a product's new code and version hold at the next activation on every inst
   assertRefused(t, await activateAs(activator, code, `${renamed}:1`), "the new code, the old version");
   const after = await activateAs(activator, code, `${renamed}:2`);
   t.is(after.status, 200, JSON.stringify(after.body));
-  t.deepEqual(claimsOf(after.body.licenseToken).prd, [productId]);
+  t.deepEqual(licenseClaimsOf(after.body.licenseToken).prd, [productId]);
 });
 
 each("the product-code rule turned on later reads the codes, though the ids were kept", async (t, mode) => {
@@ -86,7 +82,7 @@ each("the product-code rule turned on later reads the codes, though the ids were
   t.is(first.status, 200, JSON.stringify(first.body));
   const renewed = await sessionCall(activator.baseUrl, first.body.licenseToken, "renew");
   t.is(renewed.status, 200, JSON.stringify(renewed.body));
-  t.deepEqual(claimsOf(renewed.body.licenseToken).prd, [productId], "renewed with the kept ids");
+  t.deepEqual(licenseClaimsOf(renewed.body.licenseToken).prd, [productId], "renewed with the kept ids");
 
   const product = await rest(changer.baseUrl, "GET", `${PRODUCTS}/${productId}`);
   const renamed = `${product.body.productCode}-LATER`;
@@ -99,7 +95,7 @@ each("the product-code rule turned on later reads the codes, though the ids were
   assertRefused(t, await activateAs(activator, code, `${product.body.productCode}:1`), "the old code");
   const after = await activateAs(activator, code, `${renamed}:3`);
   t.is(after.status, 200, JSON.stringify(after.body));
-  t.deepEqual(claimsOf(after.body.licenseToken).prd, [productId]);
+  t.deepEqual(licenseClaimsOf(after.body.licenseToken).prd, [productId]);
 });
 
 each("an entitlement of several products: the license names them all, in order, from the kept ids", async (t, mode) => {
@@ -121,8 +117,8 @@ each("an entitlement of several products: the license names them all, in order, 
   for (let round = 0; round < 3; round++) {
     const activated = await activateAs(activator, issued.body.activationCode, "");
     t.is(activated.status, 200, JSON.stringify(activated.body));
-    t.deepEqual(claimsOf(activated.body.licenseToken).prd, productIds, `activation ${round + 1}`);
+    t.deepEqual(licenseClaimsOf(activated.body.licenseToken).prd, productIds, `activation ${round + 1}`);
     const renewed = await sessionCall(activator.baseUrl, activated.body.licenseToken, "renew");
-    t.deepEqual(claimsOf(renewed.body.licenseToken).prd, productIds, `renewal ${round + 1}`);
+    t.deepEqual(licenseClaimsOf(renewed.body.licenseToken).prd, productIds, `renewal ${round + 1}`);
   }
 });

@@ -45,9 +45,14 @@ export function activate(baseUrl: string, body: Record<string, unknown>) {
   return rest(baseUrl, "POST", ACTIVATE, body, { authorization: "" });
 }
 
-/** The `sid` claim of a license token (read without verifying: tests verify separately). */
+/** The claims of a license token (read without verifying: tests verify separately). */
+export function licenseClaimsOf(token: string) {
+  return JSON.parse(Buffer.from(token.split(".")[1], "base64url").toString("utf8"));
+}
+
+/** The `sid` claim of a license token. */
 export function sessionIdOf(token: string): string {
-  return JSON.parse(Buffer.from(token.split(".")[1], "base64url").toString("utf8")).sid;
+  return licenseClaimsOf(token).sid;
 }
 
 export function sessionCall(baseUrl: string, token: string, call: "renew" | "check-in" | "release", body = {}) {
