@@ -4,6 +4,7 @@ import RLWrapperTimeouts from "rate-limiter-flexible/lib/RLWrapperTimeouts.js";
 import { type Coordinator, limiterRegistry, type RateLimiter, type RateLimitOptions } from "./coordinator.js";
 import type { Logger } from "./logger.js";
 import { connectRedis, withinDeadline } from "./redis-connection.js";
+import { scriptCachingClient } from "./redis-scripts.js";
 import { RedisUsageMeters } from "./redis-usage-meters.js";
 
 /** Where rate limits count: one prefix for Provision's keys, then the limiter's name. */
@@ -49,10 +50,13 @@ function answersWithin(command: Promise<unknown>, ms: number): Promise<boolean> 
   );
 }
 
-/** Counted by one Lua script per consume (INCRBY, and the window's expiry on its first point), so racing instances never lose a count. */
+/**
+ * Counted by one Lua script per consume (INCRBY, and the window's expiry on its first point), so racing instances
+ * never lose a count; sent by EVALSHA (rate-limiter-flexible would send its text with every call).
+ */
 function redisRateLimiter(client: RedisClientType, { name, points, durationSeconds }: RateLimitOptions): RateLimiter {
   const limiter = new RateLimiterRedis({
-    storeClient: client,
+    storeClient: scriptCachingClient(client),
     // node-redis v4 and later: options objects rather than positional arguments.
     useRedisPackage: true,
     rejectIfRedisNotReady: true,

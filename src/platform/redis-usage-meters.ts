@@ -1,6 +1,6 @@
-import { createHash } from "node:crypto";
 import type { RedisClientType } from "@redis/client";
 import { withinDeadline } from "./redis-connection.js";
+import { runScript } from "./redis-scripts.js";
 import {
   METER_IDLE_TTL_MS,
   type MeterKey,
@@ -60,8 +60,6 @@ return 1
  * the asset, so an asset's counters stay on one Redis Cluster slot.
  */
 export class RedisUsageMeters implements UsageMeters {
-  private readonly scripts = new Map<string, string>();
-
   constructor(private readonly client: RedisClientType) {}
 
   async reserve(request: ReserveRequest): Promise<ReserveOutcome> {
@@ -100,24 +98,9 @@ export class RedisUsageMeters implements UsageMeters {
   }
 
   /** EVALSHA, loading the script on first use or after Redis forgot it (restart, SCRIPT FLUSH). */
-  private async run(script: string, key: MeterKey, args: (number | string)[]): Promise<unknown> {
-    const options = { keys: [redisKeyOf(key)], arguments: args.map(String) };
-    const sha = this.shaOf(script);
-    try {
-      return await withinDeadline(this.client.evalSha(sha, options), COMMAND_DEADLINE_MS);
-    } catch (error) {
-      if (!String((error as Error).message).startsWith("NOSCRIPT")) throw error;
-      return withinDeadline(this.client.eval(script, options), COMMAND_DEADLINE_MS);
-    }
-  }
-
-  private shaOf(script: string): string {
-    let sha = this.scripts.get(script);
-    if (!sha) {
-      sha = createHash("sha1").update(script).digest("hex");
-      this.scripts.set(script, sha);
-    }
-    return sha;
+  private run(script: string, key: MeterKey, args: (number | string)[]): Promise<unknown> {
+    const call = { keys: [redisKeyOf(key)], arguments: args.map(String) };
+    return withinDeadline(runScript(this.client, script, call), COMMAND_DEADLINE_MS);
   }
 }
 

@@ -187,3 +187,39 @@ test("redis: a Redis that stops answering fails a consume with an Error instead 
   t.true(reason instanceof Error, String(reason));
   t.false(isRateLimited(reason));
 });
+
+test.serial(
+  "redis: a limiter sends its script by EVALSHA, and its text only when Redis no longer holds it",
+  async (t) => {
+    const monitor = createRedisClient({ url: TEST_REDIS_URL });
+    await monitor.connect();
+    t.teardown(() => monitor.destroy());
+    const limiterName = name(t);
+    const sent: string[] = [];
+    await monitor.monitor((line) => {
+      if (line.includes(limiterName))
+        sent.push(
+          line
+            .split(" ")
+            .find((word) => word.startsWith('"'))
+            ?.toLowerCase() ?? "",
+        );
+    });
+    await monitor
+      .duplicate()
+      .connect()
+      .then(async (admin) => {
+        await admin.scriptFlush();
+        await admin.destroy();
+      });
+    const limiter = coordinators.redis().rateLimiter({ name: limiterName, points: 5, durationSeconds: WINDOW_SECONDS });
+    const counts = [];
+    for (let call = 0; call < 3; call++) counts.push((await consume(limiter, "key")).count);
+    t.deepEqual(counts, [1, 2, 3], "counted once each, the first after SCRIPT FLUSH too");
+    for (let wait = 0; sent.filter((command) => command === '"evalsha"').length < 3 && wait < 50; wait++) {
+      await delay(20);
+    }
+    t.is(sent.filter((command) => command === '"evalsha"').length, 3, sent.join(" "));
+    t.true(sent.filter((command) => command === '"eval"').length <= 1, `the text goes once at most: ${sent.join(" ")}`);
+  },
+);
