@@ -1,140 +1,18 @@
-import { create } from "@bufbuild/protobuf";
-import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
-import {
-  type Client,
-  type ClientAdminService,
-  ClientSchema,
-  CreateClientResponseSchema,
-  DeleteClientResponseSchema,
-  GetClientResponseSchema,
-  ListClientsResponseSchema,
-  RotateClientSecretResponseSchema,
-  SetClientEnabledResponseSchema,
-} from "../../gen/provision/v1/client_admin_pb.js";
-import type { Clock } from "../platform/clock.js";
-import { DomainError, invalidField, notFound } from "../platform/errors.js";
-import { pageInfo, resolvePage } from "../platform/paging.js";
-import { Violations } from "../platform/validation.js";
-import { providerOf } from "../server/tenant.js";
-import { clientPrincipalKey } from "./auth-interceptor.js";
-import type { ClientRow } from "./entities.js";
-import type { IdentityRepository } from "./identity-repository.js";
-import { anyCovers, isValidScope, parseScopeList } from "./scopes.js";
-import { generateClientSecret, hashSecret, newTokenGeneration } from "./secrets.js";
+import type { ServiceImpl } from "@connectrpc/connect";
+import type { ClientAdminService } from "../../gen/provision/v1/client_admin_pb.js";
+import * as clients from "./client-admin-calls.js";
+import type { ClientAdminDependencies } from "./client-admin-dependencies.js";
 
-export interface ClientAdminDependencies {
-  identity: IdentityRepository;
-  clock: Clock;
-  newId: () => string;
-}
+export type { ClientAdminDependencies } from "./client-admin-dependencies.js";
 
+/** ClientAdminService: each RPC handed to its named function. */
 export function createClientAdminService(deps: ClientAdminDependencies): ServiceImpl<typeof ClientAdminService> {
-  const { identity, clock, newId } = deps;
-
-  /** The provider's client of exactly this id (a database comparing ids loosely must not turn `id ` into `id`). */
-  async function ownClient(providerId: string, clientId: string): Promise<ClientRow> {
-    const row = await identity.findProviderClient(providerId, clientId);
-    if (!row || row.clientId !== clientId) throw notFound("client", clientId);
-    return row;
-  }
-
-  /** A client the caller may take over (rotate, disable, delete): one with no scope the caller lacks. */
-  async function manageableClient(context: HandlerContext, clientId: string): Promise<ClientRow> {
-    const row = await ownClient(providerOf(context), clientId);
-    refuseScopesBeyondCaller(context, parseScopeList(row.scopes), "manage a client with scopes you do not hold");
-    return row;
-  }
-
   return {
-    async createClient(request, context) {
-      const scopes = [...new Set(request.scopes.flatMap(parseScopeList))];
-      const violations = new Violations().required("name", request.name).maxLength("name", request.name, 255);
-      if (scopes.length === 0) violations.add("scopes", "must name at least one scope");
-      for (const scope of scopes)
-        if (!isValidScope(scope)) violations.add("scopes", `${scope} is not in the scope catalog`);
-      violations.throwIfAny();
-      refuseScopesBeyondCaller(context, scopes, "grant scopes you do not hold");
-      const secret = generateClientSecret();
-      const row: ClientRow = {
-        clientId: newId(),
-        providerId: providerOf(context),
-        name: request.name.trim(),
-        scopes: scopes.join(" "),
-        secretHash: await hashSecret(secret),
-        disabled: false,
-        tokenGeneration: newTokenGeneration(),
-        createdAt: clock.now(),
-        lastUsedAt: null,
-      };
-      await identity.insertClient(row);
-      return create(CreateClientResponseSchema, { client: toClient(row), clientSecret: secret });
-    },
-
-    async listClients(request, context) {
-      const pageRequest = resolvePage(request.pageNumber, request.pageSize);
-      const { rows, total } = await identity.listClients(providerOf(context), pageRequest.offset, pageRequest.pageSize);
-      return create(ListClientsResponseSchema, {
-        ...pageInfo(pageRequest, total, rows.length),
-        items: rows.map(toClient),
-      });
-    },
-
-    async getClient(request, context) {
-      return create(GetClientResponseSchema, {
-        client: toClient(await ownClient(providerOf(context), request.clientId)),
-      });
-    },
-
-    /** A new secret and a new token generation: the old secret and every token issued before stop working. */
-    async rotateClientSecret(request, context) {
-      const row = await manageableClient(context, request.clientId);
-      const secret = generateClientSecret();
-      const changes = { secretHash: await hashSecret(secret), tokenGeneration: newTokenGeneration() };
-      await identity.updateClient(row.clientId, changes);
-      return create(RotateClientSecretResponseSchema, {
-        client: toClient({ ...row, ...changes }),
-        clientSecret: secret,
-      });
-    },
-
-    /** Disabling also replaces the token generation, so enabling again never revives a token issued before. */
-    async setClientEnabled(request, context) {
-      if (request.enabled === undefined) throw invalidField("enabled", "is required: true or false");
-      const row = await manageableClient(context, request.clientId);
-      const changes = request.enabled ? { disabled: false } : { disabled: true, tokenGeneration: newTokenGeneration() };
-      await identity.updateClient(row.clientId, changes);
-      return create(SetClientEnabledResponseSchema, { client: toClient({ ...row, ...changes }) });
-    },
-
-    async deleteClient(request, context) {
-      await manageableClient(context, request.clientId);
-      if (!(await identity.deleteClient(providerOf(context), request.clientId))) {
-        throw notFound("client", request.clientId);
-      }
-      return create(DeleteClientResponseSchema, {});
-    },
+    createClient: (request, context) => clients.createClient(deps, request, context),
+    listClients: (request, context) => clients.listClients(deps, request, context),
+    getClient: (request, context) => clients.getClient(deps, request, context),
+    rotateClientSecret: (request, context) => clients.rotateClientSecret(deps, request, context),
+    setClientEnabled: (request, context) => clients.setClientEnabled(deps, request, context),
+    deleteClient: (request, context) => clients.deleteClient(deps, request, context),
   };
-}
-
-function refuseScopesBeyondCaller(context: HandlerContext, scopes: string[], what: string): void {
-  const caller = context.values.get(clientPrincipalKey);
-  const beyond = scopes.filter((scope) => !anyCovers(caller?.scopes ?? [], scope));
-  if (beyond.length > 0) {
-    throw new DomainError("permission-denied", `you cannot ${what}: ${beyond.join(" ")}`, {
-      slug: "insufficient-scope",
-    });
-  }
-}
-
-export function toClient(row: ClientRow): Client {
-  return create(ClientSchema, {
-    clientId: row.clientId,
-    providerId: row.providerId,
-    name: row.name,
-    scopes: parseScopeList(row.scopes),
-    createdAt: timestampFromDate(row.createdAt),
-    lastUsedAt: row.lastUsedAt ? timestampFromDate(row.lastUsedAt) : undefined,
-    disabled: row.disabled,
-  });
 }

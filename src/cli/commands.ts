@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { parseArgs } from "node:util";
 import type { DataSource } from "typeorm";
 import { connectInvalidationBus, openDatabase } from "../app.js";
-import { toClient } from "../auth/client-admin-service.js";
+import { toClient } from "../auth/client-admin-calls.js";
 import { CLIENT_CHANGED_CHANNEL } from "../auth/client-states.js";
 import type { ClientRow } from "../auth/entities.js";
 import { IdentityRepository } from "../auth/identity-repository.js";
