@@ -3,7 +3,14 @@ import os from "node:os";
 import path from "node:path";
 import anyTest, { type ExecutionContext, type TestFn } from "ava";
 import { accessToken } from "../support/auth.js";
-import { activate, codesPath, ENTITLEMENTS, entitlementWithCode, sessionCall } from "../support/licensing.js";
+import {
+  activate,
+  codesPath,
+  ENTITLEMENTS,
+  entitlementWithCode,
+  licenseClaimsOf,
+  sessionCall,
+} from "../support/licensing.js";
 import { type ManualClock, manualClock } from "../support/manual-clock.js";
 import { createProviderWithClient } from "../support/providers.js";
 import { rest } from "../support/rest.js";
@@ -88,7 +95,7 @@ each("an expired entitlement refuses activation, and caps the lease of one befor
   const { code } = await entitlementWithCode(server.baseUrl, SEATS, undefined, { expirationDateTime: iso(expiresAt) });
   const answer = await activate(server.baseUrl, { activationCode: code, fingerprint: "a" });
   t.is(answer.status, 200);
-  const payload = JSON.parse(Buffer.from(answer.body.licenseToken.split(".")[1], "base64url").toString());
+  const payload = licenseClaimsOf(answer.body.licenseToken);
   t.is(payload.exp, Math.floor(expiresAt / 1000), "the 30-day default lease ends with the entitlement");
   clock.advance(2 * HOUR);
   refused(t, await activate(server.baseUrl, { activationCode: code, fingerprint: "b" }), 403, "entitlement-expired");
@@ -249,7 +256,7 @@ each("another provider's entitlement, codes and sessions answer 404", async (t, 
   const { server } = t.context.servers[mode];
   const { entitlementId, code } = await entitlementWithCode(server.baseUrl, SEATS);
   const token = (await activate(server.baseUrl, { activationCode: code, fingerprint: "a" })).body.licenseToken;
-  const sessionId = JSON.parse(Buffer.from(token.split(".")[1], "base64url").toString()).sid;
+  const sessionId = licenseClaimsOf(token).sid;
   const other = await createProviderWithClient(server);
   const authorization = `Bearer ${await accessToken(server.baseUrl, other.clientId, other.clientSecret)}`;
   for (const [method, suffix] of [
@@ -280,7 +287,7 @@ each(
     });
     const trial = await activate(server.baseUrl, { activationCode: trialCode.body.activationCode, fingerprint: "t" });
     t.is(trial.status, 200, JSON.stringify(trial.body));
-    const claims = JSON.parse(Buffer.from(trial.body.licenseToken.split(".")[1], "base64url").toString());
+    const claims = licenseClaimsOf(trial.body.licenseToken);
     t.true(claims.trl);
     t.is(claims.exp, Math.floor((clock.now().getTime() + HOUR) / 1000));
     const checkIn = await sessionCall(server.baseUrl, trial.body.licenseToken, "check-in");

@@ -2,7 +2,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import anyTest, { type TestFn } from "ava";
-import { activate, codesPath, ENTITLEMENTS, sessionCall } from "../support/licensing.js";
+import { activate, codesPath, ENTITLEMENTS, licenseClaimsOf, sessionCall } from "../support/licensing.js";
 import { countMysqlQueries } from "../support/mysql-query-count.js";
 import { PRODUCTS, rest } from "../support/rest.js";
 import { createTestDatabase, startTestServer, type TestServer } from "../support/test-server.js";
@@ -78,7 +78,7 @@ async function featuresOfNewLicense(baseUrl: string, code: string): Promise<Reco
   const answer = await activate(baseUrl, { activationCode: code, fingerprint: `device-${Math.random()}` });
   if (answer.status !== 200) throw new Error(`activation: ${answer.status} ${JSON.stringify(answer.body)}`);
   const token = answer.body.licenseToken as string;
-  return JSON.parse(Buffer.from(token.split(".")[1], "base64url").toString("utf8")).fea;
+  return licenseClaimsOf(token).fea;
 }
 
 function changeFeature(baseUrl: string, entitlementId: string, change: Record<string, unknown>) {
@@ -134,7 +134,7 @@ async function renewable(baseUrl: string, code: string) {
     const renewed = await sessionCall(on, token, "renew");
     if (renewed.status !== 200) throw new Error(`renew: ${renewed.status} ${JSON.stringify(renewed.body)}`);
     token = renewed.body.licenseToken as string;
-    return JSON.parse(Buffer.from(token.split(".")[1], "base64url").toString("utf8")).fea;
+    return licenseClaimsOf(token).fea;
   };
 }
 

@@ -4,7 +4,14 @@ import path from "node:path";
 import anyTest, { type ExecutionContext, type TestFn } from "ava";
 import { importSPKI, jwtVerify } from "jose";
 import { ACTIVE_KEY_REFRESH_MS, LicenseKeys } from "../../src/licensing/license-keys.js";
-import { activate, ENTITLEMENTS, entitlementWithCode, sessionCall, sessionIdOf } from "../support/licensing.js";
+import {
+  activate,
+  ENTITLEMENTS,
+  entitlementWithCode,
+  licenseClaimsOf,
+  sessionCall,
+  sessionIdOf,
+} from "../support/licensing.js";
 import { type ManualClock, manualClock } from "../support/manual-clock.js";
 import { rest } from "../support/rest.js";
 import { startTestServer, type TestServer } from "../support/test-server.js";
@@ -202,9 +209,7 @@ each(
     const { server, clock } = t.context.servers[mode];
     const { code } = await entitlementWithCode(server.baseUrl, FLOATING);
     const first = (await activate(server.baseUrl, { activationCode: code, fingerprint: "rotating" })).body;
-    const providerId = JSON.parse(Buffer.from(first.licenseToken.split(".")[1], "base64url").toString())
-      .iss.split(":")
-      .at(-1);
+    const providerId = licenseClaimsOf(first.licenseToken).iss.split(":").at(-1);
     await new LicenseKeys(server.app.dataSource, clock, undefined).rotate(providerId);
     clock.advance(ACTIVE_KEY_REFRESH_MS + 1000);
     const renewed = await sessionCall(server.baseUrl, first.licenseToken, "renew");
