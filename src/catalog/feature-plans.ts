@@ -7,6 +7,7 @@ import { MAX_FEATURES_PER_PRODUCT } from "./catalog-validation.js";
 import { byCreation, differs, requireRoom } from "./catalog-writes.js";
 import type { FeatureRow, MonitoredAssetRow } from "./entities.js";
 
+/** The columns a feature message sets, as stored (codes trimmed, ids lowercased, empty texts null). */
 export function featureFields(feature: Omit<Partial<Feature>, "$typeName">) {
   return {
     featureCode: feature.featureCode?.trim() || null,

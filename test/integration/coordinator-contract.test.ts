@@ -188,6 +188,16 @@ test("redis: a Redis that stops answering fails a consume with an Error instead 
   t.false(isRateLimited(reason));
 });
 
+/** The command a MONITOR line shows (its first quoted word), lowercased. */
+function commandOf(line: string): string {
+  return (
+    line
+      .split(" ")
+      .find((word) => word.startsWith('"'))
+      ?.toLowerCase() ?? ""
+  );
+}
+
 test.serial(
   "redis: a limiter sends its script by EVALSHA, and its text only when Redis no longer holds it",
   async (t) => {
@@ -197,29 +207,18 @@ test.serial(
     const limiterName = name(t);
     const sent: string[] = [];
     await monitor.monitor((line) => {
-      if (line.includes(limiterName))
-        sent.push(
-          line
-            .split(" ")
-            .find((word) => word.startsWith('"'))
-            ?.toLowerCase() ?? "",
-        );
+      if (line.includes(limiterName)) sent.push(commandOf(line));
     });
-    await monitor
-      .duplicate()
-      .connect()
-      .then(async (admin) => {
-        await admin.scriptFlush();
-        await admin.destroy();
-      });
+    const admin = await monitor.duplicate().connect();
+    await admin.scriptFlush();
+    await admin.destroy();
     const limiter = coordinators.redis().rateLimiter({ name: limiterName, points: 5, durationSeconds: WINDOW_SECONDS });
     const counts = [];
     for (let call = 0; call < 3; call++) counts.push((await consume(limiter, "key")).count);
     t.deepEqual(counts, [1, 2, 3], "counted once each, the first after SCRIPT FLUSH too");
-    for (let wait = 0; sent.filter((command) => command === '"evalsha"').length < 3 && wait < 50; wait++) {
-      await delay(20);
-    }
-    t.is(sent.filter((command) => command === '"evalsha"').length, 3, sent.join(" "));
-    t.true(sent.filter((command) => command === '"eval"').length <= 1, `the text goes once at most: ${sent.join(" ")}`);
+    const times = (command: string) => sent.filter((seen) => seen === `"${command}"`).length;
+    for (let wait = 0; times("evalsha") < 3 && wait < 50; wait++) await delay(20);
+    t.is(times("evalsha"), 3, sent.join(" "));
+    t.true(times("eval") <= 1, `the text goes once at most: ${sent.join(" ")}`);
   },
 );
