@@ -1,3 +1,5 @@
+import { setNewest } from "../platform/bounded-map.js";
+
 /** How many verified tokens one instance remembers; the least recently used is forgotten first. */
 export const VERIFIED_TOKEN_CACHE_SIZE = 10_000;
 
@@ -48,9 +50,7 @@ export class VerifiedTokenCache<Claims> {
 
   set(token: string, claims: Claims, acceptedUntilMs: number, nowMs: number): void {
     const key = keyOf(token);
-    this.entries.delete(key);
-    this.entries.set(key, { token, claims, acceptedUntilMs, usedAtMs: nowMs });
-    if (this.entries.size > this.capacity) this.entries.delete(this.entries.keys().next().value as string);
+    setNewest(this.entries, key, { token, claims, acceptedUntilMs, usedAtMs: nowMs }, this.capacity);
   }
 
   get size(): number {

@@ -1,3 +1,4 @@
+import { setNewest } from "../platform/bounded-map.js";
 import type { LicensedProducts } from "./session-store.js";
 
 /** Entitlements whose products one instance keeps. */
@@ -33,11 +34,7 @@ export class EntitlementProductCache {
    * eviction order.
    */
   remember(entitlementId: string, ids: string[], codesWanted: boolean): void {
-    this.byEntitlement.delete(entitlementId);
-    this.byEntitlement.set(entitlementId, { ids, codesWanted });
-    if (this.byEntitlement.size > ENTITLEMENTS_KEPT) {
-      this.byEntitlement.delete(this.byEntitlement.keys().next().value as string);
-    }
+    setNewest(this.byEntitlement, entitlementId, { ids, codesWanted }, ENTITLEMENTS_KEPT);
   }
 }
 

@@ -1,3 +1,4 @@
+import { setNewest } from "../platform/bounded-map.js";
 import type { Statement } from "../platform/statement-batch.js";
 import type { SeatRequest } from "./seat-allocation.js";
 
@@ -24,8 +25,7 @@ export class SeatPlans {
   }
 
   remember(codeKey: string, plan: SeatPlan): void {
-    this.byCodeKey.delete(codeKey);
-    this.byCodeKey.set(codeKey, {
+    const kept: SeatPlan = {
       claim: plan.claim && { isFloatingLicense: plan.claim.isFloatingLicense, numberOfSeats: plan.claim.numberOfSeats },
       code: {
         id: plan.code.id,
@@ -33,8 +33,8 @@ export class SeatPlans {
         useEntitlementMaxActivations: plan.code.useEntitlementMaxActivations,
       },
       readsFirstActivation: plan.readsFirstActivation,
-    });
-    if (this.byCodeKey.size > PLANS_KEPT) this.byCodeKey.delete(this.byCodeKey.keys().next().value as string);
+    };
+    setNewest(this.byCodeKey, codeKey, kept, PLANS_KEPT);
   }
 }
 

@@ -1,6 +1,7 @@
 import type { DataSource, EntityManager } from "typeorm";
 import type { ColumnMetadata } from "typeorm/metadata/ColumnMetadata.js";
 import { SqlTable } from "../catalog/sql-table.js";
+import { setNewest } from "../platform/bounded-map.js";
 import {
   changedRows,
   type Dialect,
@@ -158,10 +159,7 @@ export class SessionStore {
     ])) as { entitlement_id: string; provider_id: string }[];
     if (!row) return null;
     const owner = { entitlementId: row.entitlement_id, providerId: row.provider_id };
-    this.codeEntitlements.set(codeKey, owner);
-    if (this.codeEntitlements.size > CODE_ENTITLEMENTS_KEPT) {
-      this.codeEntitlements.delete(this.codeEntitlements.keys().next().value as string);
-    }
+    setNewest(this.codeEntitlements, codeKey, owner, CODE_ENTITLEMENTS_KEPT);
     return owner;
   }
 

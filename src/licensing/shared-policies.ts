@@ -1,5 +1,6 @@
 import { fromJsonString } from "@bufbuild/protobuf";
 import { type ActivationPolicy, ActivationPolicySchema } from "../../gen/provision/v1/entitlement_pb.js";
+import { setNewest } from "../platform/bounded-map.js";
 
 /** Distinct policy texts kept parsed, a few KB each at most. */
 const POLICIES_KEPT = 1_000;
@@ -16,8 +17,7 @@ export function sharedPolicyOf(text: string | null): ActivationPolicy | undefine
   const kept = parsed.get(text);
   if (kept) return kept;
   const policy = deepFreeze(fromJsonString(ActivationPolicySchema, text));
-  parsed.set(text, policy);
-  if (parsed.size > POLICIES_KEPT) parsed.delete(parsed.keys().next().value as string);
+  setNewest(parsed, text, policy, POLICIES_KEPT);
   return policy;
 }
 

@@ -1,3 +1,4 @@
+import { setNewest } from "./bounded-map.js";
 import type { MeterKey, MeterMode, ReserveOutcome, ReserveRequest, UsageMeters } from "./usage-meters.js";
 
 interface Counter {
@@ -41,9 +42,7 @@ export class MemoryUsageMeters implements UsageMeters {
     const name = keyOf(key);
     const counter = this.counters.get(name);
     if (counter && counter.generation >= generation) return;
-    this.counters.delete(name);
-    this.counters.set(name, { generation, value, limit });
-    if (this.counters.size > MAX_COUNTERS) this.counters.delete(this.counters.keys().next().value as string);
+    setNewest(this.counters, name, { generation, value, limit }, MAX_COUNTERS);
   }
 }
 

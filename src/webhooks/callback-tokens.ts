@@ -1,5 +1,6 @@
 import type { AccessTokens } from "../auth/access-tokens.js";
 import type { ClientState, ClientStates } from "../auth/client-states.js";
+import { setNewest } from "../platform/bounded-map.js";
 import type { Clock } from "../platform/clock.js";
 import type { Logger } from "../platform/logger.js";
 
@@ -104,9 +105,7 @@ export class CallbackTokens {
   }
 
   private remember(subscriptionId: string, entry: Entry): void {
-    this.entries.delete(subscriptionId);
-    this.entries.set(subscriptionId, entry);
-    if (this.entries.size > CAPACITY) this.entries.delete(this.entries.keys().next().value as string);
+    setNewest(this.entries, subscriptionId, entry, CAPACITY);
   }
 }
 
