@@ -3,8 +3,6 @@ import type { ClientAdminService } from "../../gen/provision/v1/client_admin_pb.
 import * as clients from "./client-admin-calls.js";
 import type { ClientAdminDependencies } from "./client-admin-dependencies.js";
 
-export type { ClientAdminDependencies } from "./client-admin-dependencies.js";
-
 /** ClientAdminService: each RPC handed to its named function. */
 export function createClientAdminService(deps: ClientAdminDependencies): ServiceImpl<typeof ClientAdminService> {
   return {

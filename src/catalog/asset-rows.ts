@@ -20,13 +20,13 @@ export function requireOwnAsset(assets: MonitoredAssetRow[], assetId: string, fi
   }
 }
 
-/** The stored form of `asset`: replacing `current` when given, else new with `newAssetId`. */
+/** The stored form of `asset`: replacing `current` when given, else new with `newAssetId` (or a new id). */
 export function assetRow(
   { clock, newId }: IdsAndClock,
   asset: MonitoredAsset,
   productId: string,
   current?: MonitoredAssetRow,
-  newAssetId = newId(),
+  newAssetId?: string,
 ): MonitoredAssetRow {
   const now = clock.now();
   const previousMetered = current?.meteredUsage ? toMonitoredAsset(current).meteredUsage : undefined;
@@ -38,7 +38,7 @@ export function assetRow(
     ? { ...asset.balanceUsage, id: asset.balanceUsage.id || asset.balanceUsageId || previousBalance?.id || newId() }
     : undefined;
   return {
-    id: current?.id ?? newAssetId,
+    id: current?.id ?? newAssetId ?? newId(),
     productId,
     entitlementId: asset.entitlementId || null,
     metricName: asset.metricName.trim(),

@@ -6,8 +6,6 @@ import * as features from "./feature-calls.js";
 import * as products from "./product-calls.js";
 import { importProducts } from "./product-import.js";
 
-export type { CatalogDependencies } from "./catalog-dependencies.js";
-
 /** CatalogService: each RPC handed to its named function. */
 export function createCatalogService(deps: CatalogDependencies): ServiceImpl<typeof CatalogService> {
   return {

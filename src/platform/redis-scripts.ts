@@ -32,15 +32,21 @@ function shaOf(script: string): string {
 
 /**
  * The client as a library that sends its scripts by EVAL sees it (rate-limiter-flexible), with EVAL run through
- * runScript. Every other member is the client's own, its methods bound to it (node-redis reads private fields).
+ * runScript. Every other member is the client's own, its methods bound to it once (node-redis reads private
+ * fields).
  */
 export function scriptCachingClient(client: RedisClientType): RedisClientType {
-  const evalCached = (script: string, call: ScriptCall) => runScript(client, script, call);
+  const members = new Map<string | symbol, unknown>([
+    ["eval", (script: string, call: ScriptCall) => runScript(client, script, call)],
+  ]);
   return new Proxy(client, {
     get(target, property) {
-      if (property === "eval") return evalCached;
+      if (members.has(property)) return members.get(property);
       const value = Reflect.get(target, property, target);
-      return typeof value === "function" ? value.bind(target) : value;
+      if (typeof value !== "function") return value;
+      const bound = value.bind(target);
+      members.set(property, bound);
+      return bound;
     },
   });
 }
