@@ -8,6 +8,7 @@ import { QueryFailedError } from "typeorm/error/QueryFailedError.js";
 import type { QueryResult } from "typeorm/query-runner/QueryResult.js";
 import type { DatabaseConfig } from "./config.js";
 import { DomainError } from "./errors.js";
+import { type SqlEscaper, SqlTemplates } from "./sql-templates.js";
 import { SqliteCommitQueue } from "./sqlite-commit-queue.js";
 
 export type Dialect = "mysql" | "sqlite";
@@ -17,24 +18,7 @@ export function createDataSource(
   entities: EntitySchema[],
   migrations: (new () => MigrationInterface)[],
 ): DataSource {
-  if (config.kind === "mysql") {
-    return new ReadCommittedDataSource({
-      type: "mysql",
-      url: config.url,
-      timezone: "Z",
-      charset: "utf8mb4_unicode_ci",
-      supportBigNumbers: true,
-      bigNumberStrings: true,
-      dateStrings: false,
-      poolSize: 10,
-      // For runBatch: several statements of one transaction in one round trip. Values are still escaped.
-      multipleStatements: true,
-      entities,
-      migrations,
-      migrationsTableName: "schema_migrations",
-      logging: false,
-    });
-  }
+  if (config.kind === "mysql") return mysqlDataSource(config.url, entities, migrations);
   fs.mkdirSync(path.dirname(config.file), { recursive: true });
   return new DataSource({
     type: "better-sqlite3",
@@ -56,6 +40,42 @@ export function createDataSource(
     },
     logging: false,
   });
+}
+
+function mysqlDataSource(
+  url: string,
+  entities: EntitySchema[],
+  migrations: (new () => MigrationInterface)[],
+): DataSource {
+  let templates: SqlTemplates | undefined;
+  // mysql2 writes a query's values into its text through this; see SqlTemplates.
+  const queryFormat = (sql: string, values: unknown, timezone: string) => {
+    if (!templates) templates = new SqlTemplates(mysqlModuleOf(source));
+    return templates.format(sql, values, timezone);
+  };
+  const source: DataSource = new ReadCommittedDataSource({
+    type: "mysql",
+    url,
+    timezone: "Z",
+    charset: "utf8mb4_unicode_ci",
+    supportBigNumbers: true,
+    bigNumberStrings: true,
+    dateStrings: false,
+    poolSize: 10,
+    // For runBatch: several statements of one transaction in one round trip. Values are still escaped.
+    multipleStatements: true,
+    entities,
+    migrations,
+    migrationsTableName: "schema_migrations",
+    logging: false,
+    extra: { queryFormat },
+  });
+  return source;
+}
+
+/** The mysql2 module TypeORM's driver loaded (when the data source was made), whose escaper it uses. */
+function mysqlModuleOf(source: DataSource): SqlEscaper {
+  return (source.driver as unknown as { mysql: SqlEscaper }).mysql;
 }
 
 /** Data sources whose pooled connections run every transaction at READ COMMITTED already. */
