@@ -9,8 +9,9 @@ export interface SqlEscaper {
 
 /** Stands for a placeholder while a text is split; a text holding it is left to mysql2's format. */
 const MARKER = "\u0000";
-const TEXTS_KEPT = 512;
-const LONGEST_TEXT_KEPT = 1024 * 1024;
+/** At most 256 texts of up to 16 K characters are kept, with their parts: about 8 MiB at worst. */
+const TEXTS_KEPT = 256;
+const LONGEST_TEXT_KEPT = 16 * 1024;
 /** mysql2's default, which the data source leaves as it is. */
 const STRINGIFY_OBJECTS = false;
 
@@ -18,8 +19,9 @@ const STRINGIFY_OBJECTS = false;
  * Writes values into SQL text exactly as mysql2's format does (its own escaping, value by value), but finds a
  * text's placeholders once per distinct text instead of on every query: mysql2 scans the whole text, quotes and
  * comments included, each time, which cost an activation's batched statements more than escaping their values.
- * A text that mysql2 reads specially (`??` identifiers) or whose values do not match its placeholders one for
- * one, and values that mysql2 expands by context (plain objects, Maps), are left to mysql2's format.
+ * A text that mysql2 reads specially (`??` identifiers), is longer than the texts kept (a large multi-row INSERT
+ * is formatted once anyway) or whose values do not match its placeholders one for one, and values that mysql2
+ * expands by context (plain objects, Maps), are left to mysql2's format.
  */
 export class SqlTemplates {
   /** Each text's parts between its placeholders; null for a text left to mysql2. */
@@ -50,8 +52,9 @@ export class SqlTemplates {
   private partsOf(sql: string): readonly string[] | null {
     const known = this.parts.get(sql);
     if (known !== undefined) return known;
+    if (sql.length > LONGEST_TEXT_KEPT) return null;
     const parts = sql.includes("??") || sql.includes(MARKER) ? null : this.split(sql);
-    if (sql.length <= LONGEST_TEXT_KEPT) setNewest(this.parts, sql, parts, TEXTS_KEPT);
+    setNewest(this.parts, sql, parts, TEXTS_KEPT);
     return parts;
   }
 

@@ -76,3 +76,12 @@ test("a text whose placeholders were found once is written again with other valu
   t.is(templates.format(sql, ["x", 1], "Z"), "UPDATE t SET a = 'x' WHERE note = 'why?' AND id = 1");
   t.is(templates.format(sql, ["y'z", 2], "Z"), "UPDATE t SET a = 'y\\'z' WHERE note = 'why?' AND id = 2");
 });
+
+test("a text longer than the texts kept is written as mysql2 writes it", (t) => {
+  const templates = new SqlTemplates(escaper);
+  const rows = Array.from({ length: 3_000 }, () => "(?, ?, 'a?')").join(", ");
+  const sql = `INSERT INTO t (a, b, c) VALUES ${rows}`;
+  t.true(sql.length > 16 * 1024);
+  const values = Array.from({ length: 6_000 }, (_, index) => (index % 2 === 0 ? `v'${index}` : index));
+  t.is(templates.format(sql, values, "Z"), escaper.format(sql, values, false, "Z"));
+});
