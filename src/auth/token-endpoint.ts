@@ -87,7 +87,7 @@ export function createTokenEndpoint(options: TokenEndpointOptions) {
       const client =
         found && found.clientId === credentials.clientId && secretMatches && !found.disabled ? found : undefined;
       if (!client) throw new TokenError("invalid_client", "client authentication failed");
-      attempt.succeeded();
+      await attempt.succeeded();
       const granted = parseScopeList(client.scopes);
       const requested = form.has("scope") ? parseScopeList(form.get("scope") ?? "") : granted;
       const refused = requested.filter((scope) => !isValidScope(scope) || !anyCovers(granted, scope));

@@ -26,10 +26,10 @@ export class ActivationGuesses {
     const counted = await this.count(clientAddress);
     try {
       const result = await activation();
-      counted.succeeded();
+      await counted.succeeded();
       return result;
     } catch (error) {
-      if (!(error instanceof DomainError && WRONG_GUESSES.has(error.slug))) counted.succeeded();
+      if (!(error instanceof DomainError && WRONG_GUESSES.has(error.slug))) await counted.succeeded();
       throw error;
     }
   }

@@ -1,4 +1,5 @@
 import { isRateLimited, type RateLimiter } from "./coordinator.js";
+import { GroupCommit } from "./group-commit.js";
 
 /**
  * A success is given back to its window only while this much of the window is left: given back after the
@@ -21,23 +22,15 @@ export function retryAfterSeconds(limited: RateLimited): number {
 
 /** An attempt counted against its limit; a success gives its point back. */
 export interface CountedAttempt {
-  /** Gives the point back (soon: see `countAttempt`); a failure to is told to `warn`, never thrown. */
-  succeeded(): void;
+  succeeded(): Promise<void>;
 }
-
-/**
- * Points given back are held this long at most before they are sent alone; an attempt of the same subject
- * meanwhile carries them in its own command. A point given back late keeps the limit stricter, never looser.
- */
-const HOLD_MS = 100;
 
 /**
  * Counts one attempt of `subject`, atomically and before it is checked, and throws RateLimited when the window's
  * attempts, less its successful ones, exceed the limit. So however many failing attempts arrive at once, exactly
  * the limit of them are checked in a window and the rest are refused (the subject's good attempts too, until the
  * window ends). When the coordinator is unreachable the attempt goes through uncounted and `warn` is told:
- * losing Redis must not lock everybody out. The points the subject's successes gave back since its last attempt
- * travel in this attempt's command (one command, not two, an attempt of a busy address: a NAT, a build farm).
+ * losing Redis must not lock everybody out.
  */
 export async function countAttempt(
   limiter: RateLimiter,
@@ -45,68 +38,59 @@ export async function countAttempt(
   warn: (error: unknown) => void,
 ): Promise<CountedAttempt> {
   const started = performance.now();
-  const givenBack = heldGiveBacks(limiter).take(subject, started);
   let msLeftInWindow: number;
   try {
-    msLeftInWindow = (await limiter.consume(subject, 1 - givenBack)).msBeforeNext;
+    msLeftInWindow = (await limiter.consume(subject)).msBeforeNext;
   } catch (reason) {
     if (isRateLimited(reason)) throw new RateLimited(reason.msBeforeNext);
     warn(reason);
-    return { succeeded: () => {} };
+    return { succeeded: async () => {} };
   }
-  const deadline = started + msLeftInWindow - REWARD_MARGIN_MS;
-  return { succeeded: () => heldGiveBacks(limiter).hold(subject, deadline, warn) };
+  return {
+    async succeeded() {
+      if (msLeftInWindow - (performance.now() - started) < REWARD_MARGIN_MS) return;
+      await giveBack(limiter, subject, warn);
+    },
+  };
 }
 
-/** Sends every point held for `limiter` now rather than when its hold ends (tests do, not to wait it out). */
-export function sendHeldGiveBacks(limiter: RateLimiter): Promise<void> {
-  return heldGiveBacks(limiter).send();
+interface GiveBack {
+  subject: string;
+  warn: (error: unknown) => void;
 }
 
-const heldByLimiter = new WeakMap<RateLimiter, HeldGiveBacks>();
+const giveBacksByLimiter = new WeakMap<RateLimiter, GroupCommit<GiveBack, undefined>>();
 
-function heldGiveBacks(limiter: RateLimiter): HeldGiveBacks {
-  let held = heldByLimiter.get(limiter);
-  if (!held) {
-    held = new HeldGiveBacks(limiter);
-    heldByLimiter.set(limiter, held);
-  }
-  return held;
-}
-
-/** Points given back, per subject, each with the time (`performance.now()`) after which it may not be given. */
-class HeldGiveBacks {
-  private readonly bySubject = new Map<string, { deadlines: number[]; warn: (error: unknown) => void }>();
-  private timer: NodeJS.Timeout | undefined;
-
-  constructor(private readonly limiter: RateLimiter) {}
-
-  hold(subject: string, deadline: number, warn: (error: unknown) => void): void {
-    if (deadline <= performance.now()) return;
-    const held = this.bySubject.get(subject);
-    if (held) held.deadlines.push(deadline);
-    else this.bySubject.set(subject, { deadlines: [deadline], warn });
-    this.timer ??= setTimeout(() => void this.send(), HOLD_MS).unref();
-  }
-
-  /** The subject's held points that may still be given at `now`, no longer held. */
-  take(subject: string, now: number): number {
-    const held = this.bySubject.get(subject);
-    if (!held) return 0;
-    this.bySubject.delete(subject);
-    return held.deadlines.filter((deadline) => deadline > now).length;
-  }
-
-  async send(): Promise<void> {
-    clearTimeout(this.timer);
-    this.timer = undefined;
-    const now = performance.now();
-    const sends = [...this.bySubject].map(([subject, { warn }]) => {
-      const points = this.take(subject, now);
-      return points > 0 ? this.limiter.reward(subject, points).then(() => undefined, warn) : undefined;
+/**
+ * Gives one point back to `subject`. The give-backs of one event-loop turn travel together, one command per
+ * subject: busy addresses (a NAT, a build farm) cost one Redis round trip an attempt, not two. A point given back
+ * a turn late keeps the limit a turn stricter, never looser.
+ */
+function giveBack(limiter: RateLimiter, subject: string, warn: (error: unknown) => void): Promise<void> {
+  let giveBacks = giveBacksByLimiter.get(limiter);
+  if (!giveBacks) {
+    giveBacks = new GroupCommit((jobs) => rewardTogether(limiter, jobs), {
+      weigh: () => 1,
+      maxWeight: Number.POSITIVE_INFINITY,
+      maxInFlight: Number.POSITIVE_INFINITY,
+      gatherTurns: 1,
     });
-    await Promise.all(sends);
+    giveBacksByLimiter.set(limiter, giveBacks);
   }
+  return giveBacks.submit({ subject, warn });
+}
+
+async function rewardTogether(limiter: RateLimiter, jobs: GiveBack[]): Promise<undefined[]> {
+  const bySubject = new Map<string, { points: number; warn: GiveBack["warn"] }>();
+  for (const { subject, warn } of jobs) {
+    const given = bySubject.get(subject);
+    if (given) given.points++;
+    else bySubject.set(subject, { points: 1, warn });
+  }
+  await Promise.all(
+    [...bySubject].map(([subject, { points, warn }]) => limiter.reward(subject, points).then(() => undefined, warn)),
+  );
+  return jobs.map(() => undefined);
 }
 
 /** Counts one request against `key`, throwing RateLimited beyond the limit; unlimited (and `warn`) without Redis. */
