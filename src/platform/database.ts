@@ -47,12 +47,8 @@ function mysqlDataSource(
   entities: EntitySchema[],
   migrations: (new () => MigrationInterface)[],
 ): DataSource {
-  let templates: SqlTemplates | undefined;
-  // mysql2 writes a query's values into its text through this; see SqlTemplates.
-  const queryFormat = (sql: string, values: unknown, timezone: string) => {
-    if (!templates) templates = new SqlTemplates(mysqlModuleOf(source));
-    return templates.format(sql, values, timezone);
-  };
+  // mysql2 writes a query's values into its text through this (first called once the source is initialized).
+  const queryFormat = (sql: string, values: unknown, timezone: string) => templates.format(sql, values, timezone);
   const source: DataSource = new ReadCommittedDataSource({
     type: "mysql",
     url,
@@ -70,10 +66,11 @@ function mysqlDataSource(
     logging: false,
     extra: { queryFormat },
   });
+  const templates = new SqlTemplates(mysqlModuleOf(source));
   return source;
 }
 
-/** The mysql2 module TypeORM's driver loaded (when the data source was made), whose escaper it uses. */
+/** The mysql2 module TypeORM's driver loaded when the data source was made, whose escaper it uses. */
 function mysqlModuleOf(source: DataSource): SqlEscaper {
   return (source.driver as unknown as { mysql: SqlEscaper }).mysql;
 }
