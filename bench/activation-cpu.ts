@@ -7,51 +7,37 @@
  * Activations pile up sessions as they go, as in `npm run bench`; on a machine whose throughput moves between
  * runs, CPU per activation at a fixed pace moves far less.
  */
-import { execFileSync } from "node:child_process";
 import { ensureCompiled } from "../test/support/compiled-build.js";
 import { seedCatalog } from "./catalog-fixture.js";
 import { licensingTargets, seedLicensing } from "./licensing-fixture.js";
 import { drivePaced } from "./paced-load.js";
-import { cpuSecondsOf, killChildren, pinSelf } from "./processes.js";
-import { createStorage, median, startProvision } from "./provision-server.js";
+import { cpuSecondsOf, mariadbPid, pinSelf } from "./processes.js";
+import { median, onFreshStorage, type Storage, startProvision } from "./provision-server.js";
 
 const [pathName = "activateCustomers", rate = "300", rounds = "5"] = process.argv.slice(2);
 const WINDOW_SECONDS = 2;
 
-function mariadbPid(): number {
-  return Number(execFileSync("pidof", ["mariadbd"], { encoding: "utf8" }).trim().split(" ")[0]);
-}
-
-async function main() {
-  ensureCompiled();
-  pinSelf();
-  const storage = await createStorage("mysql");
-  try {
-    const provision = await startProvision(storage, "info");
-    const fixture = await seedCatalog(provision.baseUrl, provision.admin);
-    const targets = licensingTargets(await seedLicensing(provision.baseUrl, fixture.authorization, fixture.productId));
-    const target = pathName === "activate" ? targets.activate : targets.activateCustomers;
-    const pids = { service: provision.child.pid ?? 0, mariadb: mariadbPid() };
-    const pace = { connections: 32, seconds: WINDOW_SECONDS, warmupSeconds: 0, rate: Number(rate) };
-    const figures = { service: [] as number[], mariadb: [] as number[] };
-    for (let round = 0; round <= Number(rounds); round++) {
-      const before = { service: cpuSecondsOf(pids.service), mariadb: cpuSecondsOf(pids.mariadb) };
-      const load = await drivePaced(provision.baseUrl, target, pace);
-      if (load.failures > 0) throw new Error(`${load.failures} activations failed`);
-      if (round === 0) continue;
-      for (const side of ["service", "mariadb"] as const) {
-        figures[side].push(((cpuSecondsOf(pids[side]) - before[side]) * 1e6) / (pace.rate * pace.seconds));
-      }
+async function measure(storage: Storage) {
+  const provision = await startProvision(storage, "info");
+  const fixture = await seedCatalog(provision.baseUrl, provision.admin);
+  const targets = licensingTargets(await seedLicensing(provision.baseUrl, fixture.authorization, fixture.productId));
+  const target = pathName === "activate" ? targets.activate : targets.activateCustomers;
+  const pids = { service: provision.child.pid ?? 0, mariadb: mariadbPid() };
+  const pace = { connections: 32, seconds: WINDOW_SECONDS, warmupSeconds: 0, rate: Number(rate) };
+  const figures = { service: [] as number[], mariadb: [] as number[] };
+  for (let round = 0; round <= Number(rounds); round++) {
+    const before = { service: cpuSecondsOf(pids.service), mariadb: cpuSecondsOf(pids.mariadb) };
+    const load = await drivePaced(provision.baseUrl, target, pace);
+    if (load.failures > 0) throw new Error(`${load.failures} activations failed`);
+    if (round === 0) continue;
+    for (const side of ["service", "mariadb"] as const) {
+      figures[side].push(((cpuSecondsOf(pids[side]) - before[side]) * 1e6) / (pace.rate * pace.seconds));
     }
-    const medians = { service: median(figures.service), mariadb: median(figures.mariadb) };
-    console.log(JSON.stringify({ path: target.name, rate: pace.rate, figures, medians }, null, 2));
-  } finally {
-    await storage.remove();
   }
+  const medians = { service: median(figures.service), mariadb: median(figures.mariadb) };
+  console.log(JSON.stringify({ path: target.name, rate: pace.rate, figures, medians }, null, 2));
 }
 
-try {
-  await main();
-} finally {
-  killChildren();
-}
+ensureCompiled();
+pinSelf();
+await onFreshStorage("mysql", measure);

@@ -8,15 +8,14 @@
  * microseconds MariaDB and this client used per transaction, as JSON lines. `without-receivers` leaves out the
  * check for a provider's webhook receivers, to show what one statement costs.
  */
-import { execFileSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import mysql from "mysql2/promise";
 import { codeKey } from "../src/licensing/activation-code-format.js";
 import { ensureCompiled } from "../test/support/compiled-build.js";
 import { seedCatalog } from "./catalog-fixture.js";
 import { seedLicensing } from "./licensing-fixture.js";
-import { cpuSecondsOf, killChildren } from "./processes.js";
-import { createStorage, startProvision } from "./provision-server.js";
+import { cpuSecondsOf, mariadbPid } from "./processes.js";
+import { onFreshStorage, type Storage, startProvision } from "./provision-server.js";
 
 const [variantList = "with-receivers,without-receivers", seconds = "4", rounds = "2"] = process.argv.slice(2);
 const CONNECTIONS = 32;
@@ -84,10 +83,6 @@ function batchesOf(code: Code, device: string, withReceivers: boolean): [string,
   return [first.join(";\n"), second.join(";\n")];
 }
 
-function mariadbPid(): number {
-  return Number(execFileSync("pidof", ["mariadbd"], { encoding: "utf8" }).trim().split(" ")[0]);
-}
-
 async function replay(pool: mysql.Pool, codes: Code[], variant: string) {
   const withReceivers = variant === "with-receivers";
   const until = Date.now() + Number(seconds) * 1000;
@@ -118,37 +113,28 @@ async function replay(pool: mysql.Pool, codes: Code[], variant: string) {
   };
 }
 
-async function main() {
-  ensureCompiled();
-  const storage = await createStorage("mysql");
+async function measure(storage: Storage) {
+  const provision = await startProvision(storage, "info");
+  const fixture = await seedCatalog(provision.baseUrl, provision.admin);
+  const seeded = await seedLicensing(provision.baseUrl, fixture.authorization, fixture.productId);
+  await provision.stop();
+  const pool = mysql.createPool({ uri: storage.databaseUrl, connectionLimit: CONNECTIONS, multipleStatements: true });
+  pool.on("connection", (connection) => {
+    connection.query("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED");
+  });
   try {
-    const provision = await startProvision(storage, "info");
-    const fixture = await seedCatalog(provision.baseUrl, provision.admin);
-    const seeded = await seedLicensing(provision.baseUrl, fixture.authorization, fixture.productId);
-    await provision.stop();
-    const pool = mysql.createPool({ uri: storage.databaseUrl, connectionLimit: CONNECTIONS, multipleStatements: true });
-    pool.on("connection", (connection) => {
-      connection.query("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED");
-    });
-    try {
-      const [rows] = await pool.query("SELECT id, entitlement_id, code_key, provider_id FROM activation_codes");
-      const customerKeys = new Set(seeded.customerCodes.map(codeKey));
-      const codes = (rows as Code[]).filter((code) => customerKeys.has(code.code_key));
-      if (codes.length !== seeded.customerCodes.length) throw new Error("the fixture's codes were not all found");
-      await replay(pool, codes, "with-receivers");
-      for (let round = 0; round < Number(rounds); round++) {
-        for (const variant of variantList.split(",")) console.log(JSON.stringify(await replay(pool, codes, variant)));
-      }
-    } finally {
-      await pool.end();
+    const [rows] = await pool.query("SELECT id, entitlement_id, code_key, provider_id FROM activation_codes");
+    const customerKeys = new Set(seeded.customerCodes.map(codeKey));
+    const codes = (rows as Code[]).filter((code) => customerKeys.has(code.code_key));
+    if (codes.length !== seeded.customerCodes.length) throw new Error("the fixture's codes were not all found");
+    await replay(pool, codes, "with-receivers");
+    for (let round = 0; round < Number(rounds); round++) {
+      for (const variant of variantList.split(",")) console.log(JSON.stringify(await replay(pool, codes, variant)));
     }
   } finally {
-    await storage.remove();
+    await pool.end();
   }
 }
 
-try {
-  await main();
-} finally {
-  killChildren();
-}
+ensureCompiled();
+await onFreshStorage("mysql", measure);

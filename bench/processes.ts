@@ -109,6 +109,11 @@ export function rssMiB(pid: number): number {
   return Math.round(kiB / 1024);
 }
 
+/** The running MariaDB server's process id (its first, if `pidof` names several). */
+export function mariadbPid(): number {
+  return Number(execFileSync("pidof", ["mariadbd"], { encoding: "utf8" }).trim().split(" ")[0]);
+}
+
 /** User + system CPU seconds a process has used so far (Linux /proc; clock ticks of 10 ms). */
 export function cpuSecondsOf(pid: number): number {
   const fields = fs.readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");

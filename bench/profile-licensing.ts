@@ -13,36 +13,27 @@ import { profileFolder, stopAndSummarize } from "./cpu-profile.js";
 import { driveHttp } from "./http-load.js";
 import { licensingTargets, seedLicensing } from "./licensing-fixture.js";
 import { drivePaced } from "./paced-load.js";
-import { killChildren, pinSelf } from "./processes.js";
-import { createStorage, type Mode, profiledMain, startProvision } from "./provision-server.js";
+import { pinSelf } from "./processes.js";
+import { type Mode, onFreshStorage, profiledMain, type Storage, startProvision } from "./provision-server.js";
 
 const [pathName = "activate", mode = "mysql", seconds = "8", rate] = process.argv.slice(2);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
 
-async function main() {
-  ensureCompiled();
-  pinSelf();
+async function measure(storage: Storage) {
   const folder = profileFolder();
-  const storage = await createStorage(mode as Mode);
-  try {
-    const provision = await startProvision(storage, "info", undefined, profiledMain(folder));
-    const fixture = await seedCatalog(provision.baseUrl, provision.admin);
-    const targets = licensingTargets(await seedLicensing(provision.baseUrl, fixture.authorization, fixture.productId));
-    const target = targets[pathName as keyof typeof targets];
-    if (!target) throw new Error(`unknown path ${pathName}: activate, activateCustomers, renew or checkIn`);
-    const load = { connections: CONNECTIONS, seconds: Number(seconds), warmupSeconds: 1 };
-    const figures = rate
-      ? await drivePaced(provision.baseUrl, target, { ...load, rate: Number(rate) })
-      : await driveHttp(provision.baseUrl, target, load);
-    const summary = await stopAndSummarize(folder, provision, { seconds: Number(seconds) });
-    console.log(JSON.stringify({ path: target.name, mode, figures, ...summary }, null, 2));
-  } finally {
-    await storage.remove();
-  }
+  const provision = await startProvision(storage, "info", undefined, profiledMain(folder));
+  const fixture = await seedCatalog(provision.baseUrl, provision.admin);
+  const targets = licensingTargets(await seedLicensing(provision.baseUrl, fixture.authorization, fixture.productId));
+  const target = targets[pathName as keyof typeof targets];
+  if (!target) throw new Error(`unknown path ${pathName}: activate, activateCustomers, renew or checkIn`);
+  const load = { connections: CONNECTIONS, seconds: Number(seconds), warmupSeconds: 1 };
+  const figures = rate
+    ? await drivePaced(provision.baseUrl, target, { ...load, rate: Number(rate) })
+    : await driveHttp(provision.baseUrl, target, load);
+  const summary = await stopAndSummarize(folder, provision, { seconds: Number(seconds) });
+  console.log(JSON.stringify({ path: target.name, mode, figures, ...summary }, null, 2));
 }
 
-try {
-  await main();
-} finally {
-  killChildren();
-}
+ensureCompiled();
+pinSelf();
+await onFreshStorage(mode as Mode, measure);

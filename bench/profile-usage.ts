@@ -11,8 +11,8 @@ import type { LicensedSession } from "../test/support/observability.js";
 import { profileFolder, stopAndSummarize } from "./cpu-profile.js";
 import { driveHttp, type LoadOptions } from "./http-load.js";
 import { driveIngest } from "./ingest-load.js";
-import { cpuSecondsOf, killChildren, pinSelf } from "./processes.js";
-import { createStorage, type Mode, profiledMain, startProvision } from "./provision-server.js";
+import { cpuSecondsOf, pinSelf } from "./processes.js";
+import { type Mode, onFreshStorage, profiledMain, type Storage, startProvision } from "./provision-server.js";
 import { preallocateTarget, seedUsage } from "./usage-fixture.js";
 
 const [pathName = "ingest", mode = "mysql", seconds = "8"] = process.argv.slice(2);
@@ -26,30 +26,21 @@ function driverOf(name: string, baseUrl: string, sessions: LicensedSession[]) {
   return async (load: LoadOptions) => ({ figures: await driveHttp(baseUrl, target, load), tally });
 }
 
-async function main() {
-  ensureCompiled();
-  pinSelf();
+async function measure(storage: Storage) {
   const folder = profileFolder();
-  const storage = await createStorage(mode as Mode);
-  try {
-    const provision = await startProvision(storage, "info", undefined, profiledMain(folder));
-    const sessions = await seedUsage(provision.baseUrl, provision.admin);
-    const load = { connections: CONNECTIONS, seconds: Number(seconds), warmupSeconds: 0 };
-    const drive = driverOf(pathName, provision.baseUrl, sessions);
-    await drive({ ...load, seconds: 1 });
-    const pid = provision.child.pid ?? 0;
-    const cpuBefore = cpuSecondsOf(pid);
-    const { figures, tally } = await drive(load);
-    const serviceCpuShare = Number(((cpuSecondsOf(pid) - cpuBefore) / Number(seconds)).toFixed(2));
-    const summary = await stopAndSummarize(folder, provision, { seconds: Number(seconds) });
-    console.log(JSON.stringify({ path: pathName, mode, figures, tally, serviceCpuShare, ...summary }, null, 2));
-  } finally {
-    await storage.remove();
-  }
+  const provision = await startProvision(storage, "info", undefined, profiledMain(folder));
+  const sessions = await seedUsage(provision.baseUrl, provision.admin);
+  const load = { connections: CONNECTIONS, seconds: Number(seconds), warmupSeconds: 0 };
+  const drive = driverOf(pathName, provision.baseUrl, sessions);
+  await drive({ ...load, seconds: 1 });
+  const pid = provision.child.pid ?? 0;
+  const cpuBefore = cpuSecondsOf(pid);
+  const { figures, tally } = await drive(load);
+  const serviceCpuShare = Number(((cpuSecondsOf(pid) - cpuBefore) / Number(seconds)).toFixed(2));
+  const summary = await stopAndSummarize(folder, provision, { seconds: Number(seconds) });
+  console.log(JSON.stringify({ path: pathName, mode, figures, tally, serviceCpuShare, ...summary }, null, 2));
 }
 
-try {
-  await main();
-} finally {
-  killChildren();
-}
+ensureCompiled();
+pinSelf();
+await onFreshStorage(mode as Mode, measure);

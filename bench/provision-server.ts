@@ -5,7 +5,7 @@ import path from "node:path";
 import { COMPILED_MAIN, SERVICE_NODE_FLAGS } from "../test/support/compiled-build.js";
 import { REPO_ROOT } from "../test/support/provision-process.js";
 import { createTestDatabase, TEST_REDIS_URL } from "../test/support/test-server.js";
-import { freePort, rssMiB, SERVER_CORE, type Spawned, spawnNode, waitFor200 } from "./processes.js";
+import { freePort, killChildren, rssMiB, SERVER_CORE, type Spawned, spawnNode, waitFor200 } from "./processes.js";
 
 export type Mode = "embedded" | "mysql";
 
@@ -35,6 +35,23 @@ export async function createStorage(mode: Mode): Promise<Storage> {
       await storage.remove();
     },
   };
+}
+
+/**
+ * A measurement script's work on a fresh storage of `mode`: the storage is removed and every child process killed
+ * afterwards, whatever happened.
+ */
+export async function onFreshStorage(mode: Mode, work: (storage: Storage) => Promise<void>): Promise<void> {
+  try {
+    const storage = await createStorage(mode);
+    try {
+      await work(storage);
+    } finally {
+      await storage.remove();
+    }
+  } finally {
+    killChildren();
+  }
 }
 
 async function newStorage(mode: Mode): Promise<Storage> {
