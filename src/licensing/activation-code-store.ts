@@ -58,6 +58,16 @@ export function activationCodeByKeyStatement(manager: EntityManager, key: string
   return codesTable(manager).selectStatement(`code_key = ?${clause}`, [key]);
 }
 
+/** The codes with these keys, of any provider, locked when `lock`; `activationCodesOf` reads the result. */
+export function activationCodesByKeysStatement(manager: EntityManager, keys: string[], lock: boolean): Statement {
+  const clause = lock ? forUpdate(dialectOf(manager.connection)) : "";
+  return codesTable(manager).selectStatement(`code_key IN (${placeholders(keys.length)})${clause}`, keys);
+}
+
+export function activationCodesOf(manager: EntityManager, result: unknown): ActivationCodeRow[] {
+  return codesTable(manager).hydrateAll(result);
+}
+
 export function activationCodeOf(manager: EntityManager, result: unknown): ActivationCodeRow | null {
   return codesTable(manager).hydrateAll(result)[0] ?? null;
 }

@@ -13,6 +13,7 @@ import type { Outbox } from "../webhooks/outbox.js";
 import { presentedCodeKey } from "./activation-code-format.js";
 import { activationCodeByKeyStatement, activationCodeOf } from "./activation-code-store.js";
 import { MAX_EMAIL_LENGTH, MAX_FINGERPRINT_LENGTH } from "./activation-code-validation.js";
+import { type ActivationGroups, activateInGroup, groupable } from "./activation-groups.js";
 import type { ActivationGuesses } from "./activation-guesses.js";
 import {
   asInteractive,
@@ -30,6 +31,7 @@ import {
   type EntitlementFacts,
   firstActivationOf,
   isTrialActivation,
+  type Lease,
   leaseFor,
 } from "./activation-rules.js";
 import type { ClientHostNames } from "./client-host-names.js";
@@ -71,6 +73,8 @@ export interface ActivationDependencies {
   entitlementFeatures: EntitlementFeatureCache;
   /** Each entitlement's product ids (fixed at its creation): not read again once known. */
   entitlementProducts: EntitlementProductCache;
+  /** Activations of one entitlement arriving together, written in one transaction. */
+  activationGroups: ActivationGroups;
 }
 
 /** The fields ActivateLicense and ActivateJwt share. */
@@ -86,7 +90,7 @@ export interface ActivationRequest {
 
 const MAX_SOFTWARE_VERSION = 255;
 
-interface Activated {
+export interface Activated {
   session: LicenseSessionRow;
   entitlement: EntitlementRow;
   facts: EntitlementFacts;
@@ -138,11 +142,17 @@ export async function activate(
         activateInTransaction(deps, transaction, { ...input, plan, ask: { ...ask, user: prepared.user } }),
       ),
     );
-  const run = () =>
+  const alone = () =>
     attempt(deps.seatPlans.get(key)).catch((error: unknown) => {
       if (error instanceof StaleSeatPlan) return attempt(undefined);
       throw error;
     });
+  const grouped = presented !== null && !request.useInteractiveUser;
+  const run = () => {
+    if (!grouped || !groupable(deps.seatPlans.get(key))) return alone();
+    const hash = fingerprintHash(request.fingerprint);
+    return activateInGroup(deps, { key, ask: { ...ask, user: null }, hash, now, clientAddress, prepared }, alone);
+  };
   const activated = presented === null ? await run() : await deps.guesses.attempt(clientAddress, run);
   if (activated.eventWritten) deps.events.committed();
   if (activated.replaced.length > 0) await deps.sessionsChanged(...activated.replaced);
@@ -219,25 +229,9 @@ async function activateInTransaction(
     endingSeats: replaced.holdingSeats,
   });
   const trialStart = trialStartStatement(store, facts, entitlement.id, lease.trialEndsAt, now);
-  const session: LicenseSessionRow = {
-    id: deps.newId(),
-    providerId: entitlement.providerId,
-    entitlementId: entitlement.id,
-    activationCodeId: code.id,
-    fingerprint: ask.fingerprint,
-    fingerprintHash: hash,
-    state: SESSION_STATE.live,
-    isFloating: claim?.isFloatingLicense ?? false,
-    holdsFloatingSeat: claim?.isFloatingLicense ?? false,
-    isTrial: trial,
-    activatedAt: now,
-    leaseExpiresAt: lease.leaseExpiresAt,
-    graceEndsAt: lease.graceEndsAt,
-    lastCheckInAt: now,
-    softwareVersion: ask.targetSoftwareVersion,
-    clientAddress: input.clientAddress.slice(0, 64),
-    endedAt: null,
-  };
+  const floating = claim?.isFloatingLicense ?? false;
+  const parts = { entitlement, codeId: code.id, ask, hash, trial, lease, now, floating };
+  const session = newSession(deps, parts, input.clientAddress);
   const event =
     entitlement.isTemplate || !receiving
       ? []
@@ -265,8 +259,48 @@ async function activateInTransaction(
   };
 }
 
+/** What a new session is made of, besides its id and the caller's address. */
+export interface SessionParts {
+  entitlement: EntitlementRow;
+  codeId: string;
+  ask: ActivationAsk;
+  hash: string;
+  trial: boolean;
+  lease: Lease;
+  now: Date;
+  floating: boolean;
+}
+
+/** The row of the session an activation starts, holding a floating seat when the policy's seats float. */
+export function newSession(
+  deps: ActivationDependencies,
+  parts: SessionParts,
+  clientAddress: string,
+): LicenseSessionRow {
+  const { entitlement, ask, lease, now, floating } = parts;
+  return {
+    id: deps.newId(),
+    providerId: entitlement.providerId,
+    entitlementId: entitlement.id,
+    activationCodeId: parts.codeId,
+    fingerprint: ask.fingerprint,
+    fingerprintHash: parts.hash,
+    state: SESSION_STATE.live,
+    isFloating: floating,
+    holdsFloatingSeat: floating,
+    isTrial: parts.trial,
+    activatedAt: now,
+    leaseExpiresAt: lease.leaseExpiresAt,
+    graceEndsAt: lease.graceEndsAt,
+    lastCheckInAt: now,
+    softwareVersion: ask.targetSoftwareVersion,
+    clientAddress: clientAddress.slice(0, 64),
+    endedAt: null,
+  };
+}
+
 /** The features an activation read under its entitlement's lock, kept for that revision. */
-function readFeatures(deps: ActivationDependencies, entitlement: EntitlementRow, result: unknown) {
+export function readFeatures(deps: ActivationDependencies, entitlement: EntitlementRow, result: unknown) {
   const features = deps.store.featuresOf(result);
   deps.entitlementFeatures.remember(entitlement.id, entitlement.revision, features);
   return features;
@@ -328,7 +362,7 @@ async function lockedRows(
  * The entitlement's facts, with its products as read in the first batch or else their kept ids; their codes are
  * read now when the policy's product-code rule needs them and the first batch did not.
  */
-async function factsWithProducts(
+export async function factsWithProducts(
   deps: ActivationDependencies,
   transaction: BatchedTransaction,
   entitlement: EntitlementRow,
@@ -372,15 +406,20 @@ function trialStartStatement(
   trialEndsAt: Date | null,
   now: Date,
 ): Statement[] {
-  const trialPolicy = facts.policy?.trialActivationPolicy;
-  if (!facts.policy || !trialPolicy || trialPolicy.trialEndsAt || !trialEndsAt) return [];
+  if (!facts.policy || !trialEndsAt || !startsTrial(facts, trialEndsAt)) return [];
   const policy = clone(ActivationPolicySchema, facts.policy);
   if (policy.trialActivationPolicy) policy.trialActivationPolicy.trialEndsAt = timestampFromDate(trialEndsAt);
   facts.policy = policy;
   return [store.storeActivationPolicyStatement(entitlementId, policyText(policy) as string, now)];
 }
 
-async function licenseOf(deps: ActivationDependencies, activated: Activated, now: Date): Promise<License> {
+/** Whether an activation whose trial ends at `trialEndsAt` starts a trial counted from the first activation. */
+export function startsTrial(facts: EntitlementFacts, trialEndsAt: Date | null): boolean {
+  const trialPolicy = facts.policy?.trialActivationPolicy;
+  return Boolean(trialPolicy && !trialPolicy.trialEndsAt && trialEndsAt);
+}
+
+export async function licenseOf(deps: ActivationDependencies, activated: Activated, now: Date): Promise<License> {
   const { session, entitlement, facts } = activated;
   const claims = licenseClaimsFor({
     entitlement,
@@ -406,6 +445,6 @@ async function licenseOf(deps: ActivationDependencies, activated: Activated, now
   });
 }
 
-function codeNotFound(): DomainError {
+export function codeNotFound(): DomainError {
   return new DomainError("not-found", "no activation code matches", { slug: "code-not-found" });
 }

@@ -7,6 +7,7 @@ import type { Coordinator } from "../platform/coordinator.js";
 import type { InvalidationBus } from "../platform/invalidation-bus.js";
 import type { Logger } from "../platform/logger.js";
 import type { Outbox } from "../webhooks/outbox.js";
+import { ActivationGroups } from "./activation-groups.js";
 import { ActivationGuesses } from "./activation-guesses.js";
 import type { EntitlementFacts } from "./activation-rules.js";
 import { checkInFastRoute } from "./check-in-fast-route.js";
@@ -71,6 +72,7 @@ export async function createLicensing(options: {
     seatPlans: new SeatPlans(),
     entitlementFeatures: new EntitlementFeatureCache(),
     entitlementProducts: new EntitlementProductCache(),
+    activationGroups: new ActivationGroups(),
   };
   return {
     dependencies,

@@ -132,6 +132,6 @@ function deviceOf(request: SeatRequest, ownerId: string) {
   };
 }
 
-function seatLimit(seats: number) {
+export function seatLimit(seats: number) {
   return conflict(`all ${seats} seat${seats === 1 ? "" : "s"} of this entitlement are in use`, "seat-limit-reached");
 }

@@ -1,6 +1,6 @@
 import type { DataSource, EntityManager } from "typeorm";
 import type { ColumnMetadata } from "typeorm/metadata/ColumnMetadata.js";
-import { SqlTable } from "../catalog/sql-table.js";
+import { placeholders, SqlTable } from "../catalog/sql-table.js";
 import { setNewest } from "../platform/bounded-map.js";
 import {
   changedRows,
@@ -187,10 +187,21 @@ export class SessionStore {
    * and they end with `endSessionsStatement`.
    */
   liveSessionsOfDeviceStatement(entitlementId: string, fingerprintHash: string): Statement {
+    return this.liveSessionsOfDevicesStatement(entitlementId, [fingerprintHash]);
+  }
+
+  /** The live sessions of these devices on an entitlement, locked, each with its device's `fingerprint_hash`. */
+  liveSessionsOfDevicesStatement(entitlementId: string, fingerprintHashes: string[]): Statement {
+    const devices = fingerprintHashes.length === 1 ? "= ?" : `IN (${placeholders(fingerprintHashes.length)})`;
     return {
-      sql: `SELECT id, holds_floating_seat FROM license_sessions WHERE entitlement_id = ? AND fingerprint_hash = ? AND state = ?${this.forUpdate}`,
-      parameters: [entitlementId, fingerprintHash, SESSION_STATE.live],
+      sql: `SELECT id, holds_floating_seat, fingerprint_hash FROM license_sessions WHERE entitlement_id = ? AND fingerprint_hash ${devices} AND state = ?${this.forUpdate}`,
+      parameters: [entitlementId, ...fingerprintHashes, SESSION_STATE.live],
     };
+  }
+
+  /** The devices that have live sessions, as read by `liveSessionsOfDevicesStatement`. */
+  devicesWithLiveSessionsOf(result: unknown): Set<string> {
+    return new Set((result as { fingerprint_hash: string }[]).map((row) => row.fingerprint_hash));
   }
 
   /** The ids of the sessions read, and those of them holding a floating seat. */
@@ -254,13 +265,24 @@ export class SessionStore {
 
   /** Adds the device unless it is there already, in one statement. */
   addDeviceOnceStatement(table: DeviceTable, device: DeviceToAdd): Statement {
+    return this.addDevicesOnceStatement(table, [device]);
+  }
+
+  /** Adds each device unless it is there already, in one statement (at most a few hundred devices). */
+  addDevicesOnceStatement(table: DeviceTable, devices: DeviceToAdd[]): Statement {
     const unlessPresent =
       this.dataSource.options.type === "mysql"
         ? "ON DUPLICATE KEY UPDATE fingerprint_hash = fingerprint_hash"
         : "ON CONFLICT DO NOTHING";
+    const rows = devices.map(() => "(?, ?, ?, ?)").join(", ");
     return {
-      sql: `INSERT INTO ${table.name} (${table.owner}, fingerprint_hash, fingerprint, created_at) VALUES (?, ?, ?, ?) ${unlessPresent}`,
-      parameters: [device.ownerId, device.fingerprintHash, device.fingerprint, this.date(device.now)],
+      sql: `INSERT INTO ${table.name} (${table.owner}, fingerprint_hash, fingerprint, created_at) VALUES ${rows} ${unlessPresent}`,
+      parameters: devices.flatMap((device) => [
+        device.ownerId,
+        device.fingerprintHash,
+        device.fingerprint,
+        this.date(device.now),
+      ]),
     };
   }
 
@@ -277,17 +299,22 @@ export class SessionStore {
     ]);
   }
 
-  recordCodeUseStatement(codeId: string, consented: boolean, now: Date): Statement {
+  /** `uses` activations with the code, the first of them at `now`; `consented` when any of them accepted the terms. */
+  recordCodeUseStatement(codeId: string, consented: boolean, now: Date, uses = 1): Statement {
     return {
       sql:
-        "UPDATE activation_codes SET activation_code_use_count = activation_code_use_count + 1, " +
+        "UPDATE activation_codes SET activation_code_use_count = activation_code_use_count + ?, " +
         "activation_time_stamp = COALESCE(activation_time_stamp, ?), user_consent = (user_consent OR ?) WHERE id = ?",
-      parameters: [this.date(now), this.bool(consented), codeId],
+      parameters: [uses, this.date(now), this.bool(consented), codeId],
     };
   }
 
   insertSessionStatement(row: LicenseSessionRow): Statement {
-    return this.sessions.insertStatement([row]);
+    return this.insertSessionsStatement([row]);
+  }
+
+  insertSessionsStatement(rows: LicenseSessionRow[]): Statement {
+    return this.sessions.insertStatement(rows);
   }
 
   async findSession(manager: EntityManager, sessionId: string, lock = false): Promise<LicenseSessionRow | null> {

@@ -1,0 +1,142 @@
+import anyTest, { type TestFn } from "ava";
+import { activate, codesPath, ENTITLEMENTS, entitlementWithCode, licenseClaimsOf } from "../support/licensing.js";
+import { rest } from "../support/rest.js";
+import { type BothDatabases, startOnBothDatabases, type TestServer } from "../support/test-server.js";
+
+// Activations of one entitlement arriving together are decided and written as one group on MySQL: each still
+// answers as it would alone, and every count (seats, code uses, devices) is exact.
+const test = anyTest as TestFn<BothDatabases>;
+
+test.before(async (t) => {
+  Object.assign(t.context, await startOnBothDatabases());
+});
+
+test.after.always(async (t) => {
+  await t.context.close?.();
+});
+
+const FLOATING = (seats: number) => ({ claimBasedActivation: { numberOfSeats: seats, isFloatingLicense: true } });
+
+type Body = Record<string, unknown>;
+
+/** All at once; answers each status and body, in order. */
+function race(server: TestServer, bodies: Body[]) {
+  return Promise.all(bodies.map((body) => activate(server.baseUrl, body)));
+}
+
+function tally(answers: { status: number }[]): Record<number, number> {
+  const counts: Record<number, number> = {};
+  for (const { status } of answers) counts[status] = (counts[status] ?? 0) + 1;
+  return counts;
+}
+
+async function codesOf(server: TestServer, entitlementId: string) {
+  const listed = await rest(server.baseUrl, "GET", `${ENTITLEMENTS}/${entitlementId}/activation-codes`);
+  return listed.body.items as {
+    activationCode: string;
+    activationCodeUseCount: number;
+    registeredFingerprints: string[];
+  }[];
+}
+
+async function liveSessions(server: TestServer, entitlementId: string): Promise<number> {
+  const live = await rest(
+    server.baseUrl,
+    "GET",
+    `${ENTITLEMENTS}/${entitlementId}/sessions?liveOnly=true&pageSize=100`,
+  );
+  return live.body.totalCount;
+}
+
+for (const database of ["MySQL", "SQLite"] as const) {
+  test.serial(
+    `${database}: racing activations of one code take its floating seats exactly, each counted once`,
+    async (t) => {
+      const server = t.context.servers[database];
+      const { entitlementId, code } = await entitlementWithCode(server.baseUrl, FLOATING(7));
+      t.is((await activate(server.baseUrl, { activationCode: code, fingerprint: "first" })).status, 200);
+      const answers = await race(
+        server,
+        Array.from({ length: 60 }, (_, index) => ({ activationCode: code, fingerprint: `device-${index}` })),
+      );
+      t.deepEqual(tally(answers), { 200: 6, 409: 54 });
+      t.true(
+        answers
+          .filter((answer) => answer.status === 409)
+          .every((answer) => answer.body.type.endsWith("seat-limit-reached")),
+      );
+      const licenses = answers
+        .filter((answer) => answer.status === 200)
+        .map((answer) => licenseClaimsOf(answer.body.licenseToken));
+      t.is(new Set(licenses.map((claims) => claims.sid)).size, 6, "each activation has a session of its own");
+      t.true(
+        licenses.every((claims) => JSON.stringify(claims).includes("export")),
+        "each license names the features",
+      );
+      const [listed] = await codesOf(server, entitlementId);
+      t.is(listed.activationCodeUseCount, 7);
+      t.is(listed.registeredFingerprints.length, 7, "each device activated is recorded once");
+      t.is(await liveSessions(server, entitlementId), 7);
+    },
+  );
+
+  test.serial(
+    `${database}: racing activations over two codes share the entitlement's floating seats exactly`,
+    async (t) => {
+      const server = t.context.servers[database];
+      const { entitlementId, code } = await entitlementWithCode(server.baseUrl, FLOATING(10));
+      const second = await rest(server.baseUrl, "POST", codesPath(entitlementId), {
+        useEntitlementMaxActivations: true,
+      });
+      const codes = [code, second.body.activationCode as string];
+      for (const activationCode of codes) {
+        t.is((await activate(server.baseUrl, { activationCode, fingerprint: `first-${activationCode}` })).status, 200);
+      }
+      const answers = await race(
+        server,
+        Array.from({ length: 60 }, (_, index) => ({
+          activationCode: codes[index % 2],
+          fingerprint: `device-${index}`,
+        })),
+      );
+      t.deepEqual(tally(answers), { 200: 8, 409: 52 });
+      const uses = (await codesOf(server, entitlementId)).map((listed) => listed.activationCodeUseCount);
+      t.is(uses[0] + uses[1], 10);
+      t.is(await liveSessions(server, entitlementId), 10);
+    },
+  );
+
+  test.serial(`${database}: an activation refused in a race answers its own error and takes nothing`, async (t) => {
+    const server = t.context.servers[database];
+    const { entitlementId, code } = await entitlementWithCode(server.baseUrl, FLOATING(20));
+    t.is((await activate(server.baseUrl, { activationCode: code, fingerprint: "first" })).status, 200);
+    const answers = await race(
+      server,
+      Array.from({ length: 30 }, (_, index) => ({
+        activationCode: code,
+        fingerprint: `device-${index}`,
+        ...(index % 2 === 0 ? { requestedLeaseDuration: "0s" } : {}),
+      })),
+    );
+    t.deepEqual(tally(answers), { 200: 15, 400: 15 });
+    t.true(answers.every((answer, index) => (index % 2 === 0) === (answer.status === 400)));
+    t.is(await liveSessions(server, entitlementId), 16);
+    const [listed] = await codesOf(server, entitlementId);
+    t.is(listed.activationCodeUseCount, 16);
+  });
+
+  test.serial(`${database}: one device racing itself on a floating seat keeps one session`, async (t) => {
+    const server = t.context.servers[database];
+    const { entitlementId, code } = await entitlementWithCode(server.baseUrl, FLOATING(1));
+    t.is((await activate(server.baseUrl, { activationCode: code, fingerprint: "first" })).status, 200);
+    const live = await rest(server.baseUrl, "GET", `${ENTITLEMENTS}/${entitlementId}/sessions?liveOnly=true`);
+    const firstSession = live.body.items[0].id as string;
+    await rest(server.baseUrl, "DELETE", `${ENTITLEMENTS}/${entitlementId}/sessions/${firstSession}`);
+    const answers = await race(
+      server,
+      Array.from({ length: 30 }, () => ({ activationCode: code, fingerprint: "one-device" })),
+    );
+    t.deepEqual(tally(answers), { 200: 30 });
+    t.is(await liveSessions(server, entitlementId), 1, "each activation ended the device's session before it");
+  });
+}
