@@ -32,13 +32,11 @@ export class ActivationGroups {
 }
 
 /**
- * Whether the code's last activation on this instance found what a group takes: a code using the entitlement's
- * seats, floating or unlimited, and no time counted from the first activation. The group checks again under
- * its locks.
+ * Whether the code's last activation on this instance found what a group takes (no time counted from the first
+ * activation), and so what the group reads for its seat. The group checks again under its locks.
  */
-export function groupable(plan: SeatPlan | undefined): boolean {
-  if (!plan?.code.useEntitlementMaxActivations || plan.readsFirstActivation) return false;
-  return !plan.claim || plan.claim.isFloatingLicense;
+export function groupable(plan: SeatPlan | undefined): plan is SeatPlan {
+  return plan !== undefined && !plan.readsFirstActivation;
 }
 
 /** The activation in its entitlement's next group; `alone` runs it by itself when the group cannot take it. */

@@ -149,9 +149,10 @@ export async function activate(
     });
   const grouped = presented !== null && !request.useInteractiveUser;
   const run = () => {
-    if (!grouped || !groupable(deps.seatPlans.get(key))) return alone();
+    const plan = deps.seatPlans.get(key);
+    if (!grouped || !groupable(plan)) return alone();
     const hash = fingerprintHash(request.fingerprint);
-    return activateInGroup(deps, { key, ask: { ...ask, user: null }, hash, now, clientAddress, prepared }, alone);
+    return activateInGroup(deps, { key, ask: { ...ask, user: null }, hash, now, clientAddress, prepared, plan }, alone);
   };
   const activated = presented === null ? await run() : await deps.guesses.attempt(clientAddress, run);
   if (activated.eventWritten) deps.events.committed();

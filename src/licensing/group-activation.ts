@@ -20,11 +20,10 @@ import {
 } from "./activation-rules.js";
 import type { ActivationCodeRow, EntitlementRow, LicenseSessionRow } from "./entities.js";
 import { activatedEvent } from "./entitlement-events.js";
-import type { FloatingSeatCount } from "./floating-seat-counts.js";
+import { GroupSeats } from "./group-seats.js";
 import { endsAfterFirstActivation } from "./license-ends.js";
 import { codeFacts } from "./license-facts.js";
-import { seatLimit } from "./seat-allocation.js";
-import { CODE_DEVICES } from "./session-store.js";
+import type { SeatPlan } from "./seat-plans.js";
 
 /** One activation waiting for its entitlement's group: a presented code, no interactive user. */
 export interface GroupedActivation {
@@ -35,6 +34,8 @@ export interface GroupedActivation {
   now: Date;
   clientAddress: string;
   prepared: Preparation;
+  /** What the code's last activation on this instance read for its seat: what the group reads for it. */
+  plan: SeatPlan;
 }
 
 export type GroupOutcome =
@@ -65,7 +66,7 @@ interface GroupState {
   entitlement: EntitlementRow;
   facts: EntitlementFacts;
   codes: Map<string, ActivationCodeRow>;
-  count: FloatingSeatCount;
+  seats: GroupSeats;
   /** Devices with a live session on the entitlement, and those the group activates. */
   busyDevices: Set<string>;
 }
@@ -73,13 +74,13 @@ interface GroupState {
 const ALONE = { kind: "alone" } as const;
 
 /**
- * Activations of one entitlement, in one transaction of two batches whatever their number: the entitlement,
- * the codes, the devices' live sessions and the floating seat count are read and locked once (in the order the
- * single activation takes them); each activation is decided in turn against them, as the single activation's
- * rules decide it, with the seats, code uses and devices of those before it counted; then the accepted ones are
- * written together. It takes floating or unlimited seats of codes that use the entitlement's seats; an activation
- * that needs more (node-locked seats, a code's own device limit, a device activating again, lapsed seats, time
- * from the first activation, a trial starting, a user or host names not prepared) is answered `alone`.
+ * Activations of one entitlement, in one transaction of two batches whatever their number: the entitlement, the
+ * codes and the devices' live sessions are read and locked once (in the order the single activation takes them),
+ * with the seat counts and devices the activations' seat plans need (`GroupSeats`); each activation is decided in
+ * turn, by the single activation's rules, with the seats, code uses and devices of those before it counted; then
+ * the accepted ones are written together. An activation that needs more (a device activating again, lapsed
+ * floating seats, time counted from the first activation, a trial starting, a user or host names not prepared,
+ * a seat plan that no longer holds) is answered `alone`.
  */
 export function activateGroup(
   deps: ActivationDependencies,
@@ -99,14 +100,18 @@ async function groupInTransaction(
   const { entitlementId } = owner;
   const keptProductIds = deps.entitlementProducts.keptIds(entitlementId, true);
   const productRead = keptProductIds ? [] : [store.licensedProductsStatement(entitlementId)];
-  const [entitlementRows, codeRows, sessionRows, countRows, receiverRows, productRows] = await transaction.run([
+  const seats = new GroupSeats(store, entitlementId, jobs);
+  const seatReads = seats.reads();
+  const [entitlementRows, codeRows, sessionRows, receiverRows, ...rest] = await transaction.run([
     store.entitlementStatement(entitlementId, true),
     activationCodesByKeysStatement(dataSource.manager, [...new Set(jobs.map((job) => job.key))], true),
     store.liveSessionsOfDevicesStatement(entitlementId, [...new Set(jobs.map((job) => job.hash))]),
-    store.floatingSeats.countStatement(entitlementId),
     deps.events.receiversStatement(owner.providerId),
+    ...seatReads,
     ...productRead,
   ]);
+  seats.load(rest.slice(0, seatReads.length));
+  const [productRows] = rest.slice(seatReads.length);
   const entitlement = store.entitlementOf(entitlementRows);
   if (!entitlement) return jobs.map(() => ({ kind: "refused", error: codeNotFound() }));
   const state: GroupState = {
@@ -114,7 +119,7 @@ async function groupInTransaction(
     entitlement,
     facts: await factsWithProducts(deps, transaction, entitlement, { productRows, keptProductIds }),
     codes: new Map(activationCodesOf(dataSource.manager, codeRows).map((code) => [code.codeKey, code])),
-    count: store.floatingSeats.countOf(countRows),
+    seats,
     busyDevices: store.devicesWithLiveSessionsOf(sessionRows),
   };
   const decisions = jobs.map((job) => decide(state, job));
@@ -139,40 +144,30 @@ function decide(state: GroupState, job: GroupedActivation): Decision {
   const code = state.codes.get(job.key);
   if (!code || code.entitlementId !== entitlement.id) return { kind: "refused", error: codeNotFound() };
   const claim = facts.policy?.claimBasedActivation;
-  const seatsFloat = claim?.isFloatingLicense ?? false;
-  if (!code.useEntitlementMaxActivations || (claim && !seatsFloat) || endsAfterFirstActivation(facts.policy)) {
-    return ALONE;
-  }
-  if (state.busyDevices.has(job.hash)) return ALONE;
-  if (seatsFloat && mayHaveLapsed(state.count, job.now)) return ALONE;
+  if (endsAfterFirstActivation(facts.policy) || state.busyDevices.has(job.hash)) return ALONE;
+  if (!state.seats.decides(code, claim, job.hash, job.now)) return ALONE;
   try {
     const codeFact = codeFacts(code);
     checkSignedIn(deps, job.prepared, () => checkActivation(facts, codeFact, job.ask, job.now));
     checkHost(deps, facts.policy, job.clientAddress, job.prepared);
     const lease = leaseFor(facts, codeFact, job.ask.requestedLeaseMs, job.now, firstActivationOf(facts, codeFact));
     if (startsTrial(facts, lease.trialEndsAt)) return ALONE;
-    if (seatsFloat) takeFloatingSeat(state.count, claim?.numberOfSeats ?? 0, lease.graceEndsAt);
+    const device = {
+      fingerprintHash: job.hash,
+      fingerprint: job.ask.fingerprint,
+      activationCodeId: code.id,
+      now: job.now,
+    };
+    state.seats.take(code, claim, device, lease.graceEndsAt);
     const trial = isTrialActivation(facts, codeFact);
     const parts = { entitlement, codeId: code.id, ask: job.ask, hash: job.hash, trial, lease, now: job.now };
-    const session = newSession(deps, { ...parts, floating: seatsFloat }, job.clientAddress);
+    const session = newSession(deps, { ...parts, floating: claim?.isFloatingLicense ?? false }, job.clientAddress);
     countUse(code, job);
     state.busyDevices.add(job.hash);
     return { kind: "accepted", job, code, session, trial };
   } catch (error) {
     return error instanceof Unprepared ? ALONE : { kind: "refused", error };
   }
-}
-
-/** Whether a held seat's grace may be over: finding which is the single activation's work. */
-function mayHaveLapsed(count: FloatingSeatCount, now: Date): boolean {
-  return count.earliestEnd !== null && count.earliestEnd <= now;
-}
-
-/** One more seat held, or a 409 when all are (0 seats: unlimited). */
-function takeFloatingSeat(count: FloatingSeatCount, seats: number, graceEndsAt: Date): void {
-  if (seats > 0 && count.held >= seats) throw seatLimit(seats);
-  count.held += 1;
-  if (count.earliestEnd === null || graceEndsAt < count.earliestEnd) count.earliestEnd = graceEndsAt;
 }
 
 /** What `recordCodeUseStatement` writes, on the code as read: the next activation with it sees it. */
@@ -182,25 +177,16 @@ function countUse(code: ActivationCodeRow, job: GroupedActivation): void {
   code.userConsent ||= job.ask.acceptLicenseTerms;
 }
 
-/** The accepted activations' rows: the seat count, each code's uses, its devices, the sessions. */
+/** The accepted activations' rows: their seats and devices, each code's uses, the sessions. */
 function groupWrites(state: GroupState, accepted: Accepted[]): Statement[] {
   const { store } = state.deps;
-  const seatsFloat = state.facts.policy?.claimBasedActivation?.isFloatingLicense ?? false;
   const uses = new Map<ActivationCodeRow, number>();
   for (const { code } of accepted) uses.set(code, (uses.get(code) ?? 0) + 1);
-  const devices = accepted.map(({ job, code }) => ({
-    ownerId: code.id,
-    fingerprintHash: job.hash,
-    fingerprint: job.ask.fingerprint,
-    activationCodeId: code.id,
-    now: job.now,
-  }));
   return [
-    ...(seatsFloat ? [store.floatingSeats.storeStatement(state.entitlement.id, state.count)] : []),
+    ...state.seats.writes(),
     ...[...uses].map(([code, count]) =>
       store.recordCodeUseStatement(code.id, code.userConsent, code.activationTimeStamp as Date, count),
     ),
-    store.addDevicesOnceStatement(CODE_DEVICES, devices),
     store.insertSessionsStatement(accepted.map(({ session }) => session)),
   ];
 }

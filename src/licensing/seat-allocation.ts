@@ -56,18 +56,13 @@ function codeDevicesCheck(store: SessionStore, request: SeatRequest): SeatCheck 
   if (request.code.useEntitlementMaxActivations) {
     return { reads: [store.addDeviceOnceStatement(CODE_DEVICES, device)], decide: async () => [] };
   }
-  const limit = Math.max(request.code.maxDeviceActivations, 1);
+  const limit = codeDeviceLimit(request.code);
   return {
     reads: [store.deviceCountsStatement(CODE_DEVICES, request.code.id, request.fingerprintHash)],
     decide: async ([counts]) => {
       const { count, present } = store.deviceCountsOf(counts);
       if (present) return [];
-      if (count >= limit) {
-        throw conflict(
-          `this activation code has already activated its ${limit} device${limit === 1 ? "" : "s"}`,
-          "device-limit-reached",
-        );
-      }
+      if (count >= limit) throw deviceLimit(limit);
       return [
         store.addDeviceStatement(CODE_DEVICES, device),
         store.countDeviceStatement(CODE_DEVICES, request.code.id),
@@ -130,6 +125,18 @@ function deviceOf(request: SeatRequest, ownerId: string) {
     activationCodeId: request.code.id,
     now: request.now,
   };
+}
+
+/** The distinct devices a code with a limit of its own activates: maxDeviceActivations, 0 meaning 1. */
+export function codeDeviceLimit(code: { maxDeviceActivations: number }): number {
+  return Math.max(code.maxDeviceActivations, 1);
+}
+
+export function deviceLimit(limit: number) {
+  return conflict(
+    `this activation code has already activated its ${limit} device${limit === 1 ? "" : "s"}`,
+    "device-limit-reached",
+  );
 }
 
 export function seatLimit(seats: number) {

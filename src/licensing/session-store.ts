@@ -239,14 +239,41 @@ export class SessionStore {
 
   /** One device more in the owner's count, with `addDeviceStatement` (under the owner's lock). */
   countDeviceStatement(table: DeviceTable, ownerId: string): Statement {
-    const onceMore =
+    return this.countDevicesStatement(table, ownerId, 1);
+  }
+
+  /** `added` devices more in the owner's count. */
+  countDevicesStatement(table: DeviceTable, ownerId: string, added: number): Statement {
+    const more =
       this.dialect === "mysql"
-        ? "ON DUPLICATE KEY UPDATE held = held + 1"
-        : `ON CONFLICT (${table.owner}) DO UPDATE SET held = held + 1`;
+        ? "ON DUPLICATE KEY UPDATE held = held + ?"
+        : `ON CONFLICT (${table.owner}) DO UPDATE SET held = held + ?`;
     return {
-      sql: `INSERT INTO ${table.counts} (${table.owner}, held) VALUES (?, 1) ${onceMore}`,
-      parameters: [ownerId],
+      sql: `INSERT INTO ${table.counts} (${table.owner}, held) VALUES (?, ?) ${more}`,
+      parameters: [ownerId, added, added],
     };
+  }
+
+  /** The owner's device count; `heldOf` reads the result. */
+  deviceCountStatement(table: DeviceTable, ownerId: string): Statement {
+    return { sql: `SELECT held FROM ${table.counts} WHERE ${table.owner} = ?`, parameters: [ownerId] };
+  }
+
+  heldOf(result: unknown): number {
+    const [row] = result as { held: number | string }[];
+    return Number(row?.held ?? 0);
+  }
+
+  /** Which of these devices the owner holds; `fingerprintHashesOf` reads the result. */
+  ownedDevicesStatement(table: DeviceTable, ownerId: string, fingerprintHashes: string[]): Statement {
+    return {
+      sql: `SELECT fingerprint_hash FROM ${table.name} WHERE ${table.owner} = ? AND fingerprint_hash IN (${placeholders(fingerprintHashes.length)})`,
+      parameters: [ownerId, ...fingerprintHashes],
+    };
+  }
+
+  fingerprintHashesOf(result: unknown): Set<string> {
+    return new Set((result as { fingerprint_hash: string }[]).map((row) => row.fingerprint_hash));
   }
 
   deviceCountsOf(result: unknown): { count: number; present: boolean } {
@@ -255,11 +282,18 @@ export class SessionStore {
   }
 
   addDeviceStatement(table: DeviceTable, device: DeviceToAdd): Statement {
-    const extra = table === ENTITLEMENT_DEVICES ? ", activation_code_id" : "";
-    const values = [device.ownerId, device.fingerprintHash, device.fingerprint, this.date(device.now)];
+    return this.addDevicesStatement(table, [device]);
+  }
+
+  addDevicesStatement(table: DeviceTable, devices: DeviceToAdd[]): Statement {
+    const withCode = table === ENTITLEMENT_DEVICES;
+    const row = withCode ? "(?, ?, ?, ?, ?)" : "(?, ?, ?, ?)";
     return {
-      sql: `INSERT INTO ${table.name} (${table.owner}, fingerprint_hash, fingerprint, created_at${extra}) VALUES (?, ?, ?, ?${extra ? ", ?" : ""})`,
-      parameters: extra ? [...values, device.activationCodeId] : values,
+      sql: `INSERT INTO ${table.name} (${table.owner}, fingerprint_hash, fingerprint, created_at${withCode ? ", activation_code_id" : ""}) VALUES ${devices.map(() => row).join(", ")}`,
+      parameters: devices.flatMap((device) => {
+        const values = [device.ownerId, device.fingerprintHash, device.fingerprint, this.date(device.now)];
+        return withCode ? [...values, device.activationCodeId] : values;
+      }),
     };
   }
 

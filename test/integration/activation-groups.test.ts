@@ -139,4 +139,51 @@ for (const database of ["MySQL", "SQLite"] as const) {
     t.deepEqual(tally(answers), { 200: 30 });
     t.is(await liveSessions(server, entitlementId), 1, "each activation ended the device's session before it");
   });
+
+  test.serial(
+    `${database}: racing activations take exactly the node-locked seats, each device counted once`,
+    async (t) => {
+      const server = t.context.servers[database];
+      const policy = { claimBasedActivation: { numberOfSeats: 10, isFloatingLicense: false } };
+      const { entitlementId, code } = await entitlementWithCode(server.baseUrl, policy);
+      t.is((await activate(server.baseUrl, { activationCode: code, fingerprint: "first" })).status, 200);
+      const answers = await race(
+        server,
+        Array.from({ length: 40 }, (_, index) => ({ activationCode: code, fingerprint: `device-${index}` })),
+      );
+      t.deepEqual(tally(answers), { 200: 9, 409: 31 });
+      t.true(
+        answers
+          .filter((answer) => answer.status === 409)
+          .every((answer) => answer.body.type.endsWith("seat-limit-reached")),
+      );
+      t.is(await liveSessions(server, entitlementId), 10);
+      const holders = answers.flatMap((answer, index) => (answer.status === 200 ? [`device-${index}`] : []));
+      const again = await race(
+        server,
+        [...holders, "first"].map((fingerprint) => ({ activationCode: code, fingerprint })),
+      );
+      t.deepEqual(tally(again), { 200: 10 }, "a device holding a seat activates again without another");
+      t.is(await liveSessions(server, entitlementId), 10);
+    },
+  );
+
+  test.serial(`${database}: racing activations stop exactly at a code's own device limit`, async (t) => {
+    const server = t.context.servers[database];
+    const { entitlementId, code } = await entitlementWithCode(server.baseUrl, FLOATING(0), { maxDeviceActivations: 5 });
+    t.is((await activate(server.baseUrl, { activationCode: code, fingerprint: "first" })).status, 200);
+    const answers = await race(
+      server,
+      Array.from({ length: 30 }, (_, index) => ({ activationCode: code, fingerprint: `device-${index}` })),
+    );
+    t.deepEqual(tally(answers), { 200: 4, 409: 26 });
+    t.true(
+      answers
+        .filter((answer) => answer.status === 409)
+        .every((answer) => answer.body.type.endsWith("device-limit-reached")),
+    );
+    const [listed] = await codesOf(server, entitlementId);
+    t.is(listed.registeredFingerprints.length, 5);
+    t.is(listed.activationCodeUseCount, 5);
+  });
 }
