@@ -6,6 +6,11 @@ import type { SeatPlan } from "./seat-plans.js";
 
 /** Activations one group takes at most: its statements grow with it (one row each in a few multi-row writes). */
 const GROUP_SIZE = 64;
+/**
+ * Groups of one entitlement sent at once: the second waits on the row lock in the database and takes it as the
+ * first commits, with no round trip to the service between them.
+ */
+const GROUPS_IN_FLIGHT = 2;
 const ENTITLEMENTS_KEPT = 10_000;
 
 /**
@@ -23,7 +28,7 @@ export class ActivationGroups {
       groups = new GroupCommit((jobs) => activateGroup(deps, owner, jobs), {
         weigh: () => 1,
         maxWeight: GROUP_SIZE,
-        maxInFlight: 1,
+        maxInFlight: GROUPS_IN_FLIGHT,
       });
       setNewest(this.byEntitlement, owner.entitlementId, groups, ENTITLEMENTS_KEPT);
     }

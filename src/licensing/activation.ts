@@ -104,9 +104,10 @@ export interface Activated {
 
 /**
  * Activation code + device fingerprint → a session on a seat and its signed license. One transaction: the
- * entitlement's row is locked first, so the rules and the seat counts it reads hold until it commits.
- * With useInteractiveUser the user's token is verified first, and the code may be left out when the user's
- * invitations name exactly one entitlement.
+ * entitlement's row is locked first, so the rules and the seat counts it reads hold until it commits. A code
+ * whose seat plan this instance knows joins its entitlement's next group (`activateInGroup`), which runs alone
+ * what a group does not decide. With useInteractiveUser the user's token is verified first, and the code may be
+ * left out when the user's invitations name exactly one entitlement.
  */
 export async function activate(
   deps: ActivationDependencies,
