@@ -96,6 +96,35 @@ async function groupInTransaction(
   owner: GroupOwner,
   jobs: GroupedActivation[],
 ): Promise<GroupOutcome[]> {
+  const locked = await lockedGroup(deps, transaction, owner, jobs);
+  if (!locked) return jobs.map(() => ({ kind: "refused", error: codeNotFound() }));
+  const { state, receiving } = locked;
+  const { entitlement } = state;
+  const decisions = jobs.map((job) => decide(state, job));
+  const accepted = decisions.filter((decision): decision is Accepted => decision.kind === "accepted");
+  const events = receiving ? accepted.map(({ session }) => activatedEvent(entitlement, session, [])) : [];
+  const kept = deps.entitlementFeatures.get(entitlement.id, entitlement.revision);
+  const writes = accepted.length === 0 ? [] : [...groupWrites(state, accepted), ...eventWrite(deps, events)];
+  const written = await transaction.commitWith(kept || writes.length === 0 ? writes : [...writes, featuresRead(state)]);
+  const features = kept ?? (accepted.length > 0 ? readFeatures(deps, entitlement, written[written.length - 1]) : []);
+  return decisions.map((decision) => {
+    if (decision.kind !== "accepted") return decision;
+    const { session, trial } = decision;
+    const activated = { session, entitlement, facts: state.facts, features, trial, replaced: [], trialStarted: false };
+    return { kind: "activated", activated: { ...activated, eventWritten: events.length > 0 } };
+  });
+}
+
+/**
+ * The group's first batch: the entitlement, its codes and the devices' live sessions locked, whether the provider
+ * receives events, the seats' reads and the products when not kept; null when the entitlement is gone.
+ */
+async function lockedGroup(
+  deps: ActivationDependencies,
+  transaction: BatchedTransaction,
+  owner: GroupOwner,
+  jobs: GroupedActivation[],
+): Promise<{ state: GroupState; receiving: boolean } | null> {
   const { store, dataSource } = deps;
   const { entitlementId } = owner;
   const keptProductIds = deps.entitlementProducts.keptIds(entitlementId, true);
@@ -110,10 +139,10 @@ async function groupInTransaction(
     ...seatReads,
     ...productRead,
   ]);
+  const entitlement = store.entitlementOf(entitlementRows);
+  if (!entitlement) return null;
   seats.load(rest.slice(0, seatReads.length));
   const [productRows] = rest.slice(seatReads.length);
-  const entitlement = store.entitlementOf(entitlementRows);
-  if (!entitlement) return jobs.map(() => ({ kind: "refused", error: codeNotFound() }));
   const state: GroupState = {
     deps,
     entitlement,
@@ -122,20 +151,7 @@ async function groupInTransaction(
     seats,
     busyDevices: store.devicesWithLiveSessionsOf(sessionRows),
   };
-  const decisions = jobs.map((job) => decide(state, job));
-  const accepted = decisions.filter((decision): decision is Accepted => decision.kind === "accepted");
-  const receiving = deps.events.receives(receiverRows);
-  const events = receiving ? accepted.map(({ session }) => activatedEvent(entitlement, session, [])) : [];
-  const kept = deps.entitlementFeatures.get(entitlementId, entitlement.revision);
-  const writes = accepted.length === 0 ? [] : [...groupWrites(state, accepted), ...eventWrite(deps, events)];
-  const written = await transaction.commitWith(kept || writes.length === 0 ? writes : [...writes, featuresRead(state)]);
-  const features = kept ?? (accepted.length > 0 ? readFeatures(deps, entitlement, written[written.length - 1]) : []);
-  return decisions.map((decision) => {
-    if (decision.kind !== "accepted") return decision;
-    const { session, trial } = decision;
-    const activated = { session, entitlement, facts: state.facts, features, trial, replaced: [], trialStarted: false };
-    return { kind: "activated", activated: { ...activated, eventWritten: events.length > 0 } };
-  });
+  return { state, receiving: deps.events.receives(receiverRows) };
 }
 
 /** One activation against the group's state: accepted (and counted in it), refused, or sent to run alone. */

@@ -1,7 +1,9 @@
 import anyTest, { type TestFn } from "ava";
+import { SubscriptionState } from "../../gen/provision/v1/webhook_pb.js";
 import { activate, codesPath, ENTITLEMENTS, entitlementWithCode, licenseClaimsOf } from "../support/licensing.js";
 import { rest } from "../support/rest.js";
 import { type BothDatabases, startOnBothDatabases, type TestServer } from "../support/test-server.js";
+import { insertSubscription } from "../support/webhooks.js";
 
 // Activations of one entitlement arriving together are decided and written as one group on MySQL: each still
 // answers as it would alone, and every count (seats, code uses, devices) is exact.
@@ -185,5 +187,24 @@ for (const database of ["MySQL", "SQLite"] as const) {
     const [listed] = await codesOf(server, entitlementId);
     t.is(listed.registeredFingerprints.length, 5);
     t.is(listed.activationCodeUseCount, 5);
+  });
+
+  test.serial(`${database}: each activation of a group writes its own Entitlement.Activated event`, async (t) => {
+    const server = t.context.servers[database];
+    const { entitlementId, code } = await entitlementWithCode(server.baseUrl, FLOATING(0));
+    t.is((await activate(server.baseUrl, { activationCode: code, fingerprint: "first" })).status, 200);
+    await insertSubscription(server, { state: SubscriptionState.ACTIVE });
+    const answers = await race(
+      server,
+      Array.from({ length: 30 }, (_, index) => ({ activationCode: code, fingerprint: `device-${index}` })),
+    );
+    t.deepEqual(tally(answers), { 200: 30 });
+    const rows = (await server.app.dataSource.query(
+      "SELECT payload FROM webhook_events WHERE type = 'Entitlement.Activated' AND entity_id = ?",
+      [entitlementId],
+    )) as { payload: string }[];
+    const fingerprints = rows.map((row) => JSON.parse(row.payload).data.fingerprint as string).sort();
+    const expected = Array.from({ length: 30 }, (_, index) => `device-${index}`).sort();
+    t.deepEqual(fingerprints, expected, "one event per activation, none for the one before the subscription");
   });
 }
