@@ -1,6 +1,7 @@
 import { setNewest } from "../platform/bounded-map.js";
 import { GroupCommit } from "../platform/group-commit.js";
-import { type Activated, type ActivationDependencies, codeNotFound } from "./activation.js";
+import type { Activated, ActivationDependencies } from "./activation.js";
+import { codeNotFound } from "./activation-steps.js";
 import { activateGroup, type GroupedActivation, type GroupOutcome, type GroupOwner } from "./group-activation.js";
 import type { SeatPlan } from "./seat-plans.js";
 
@@ -15,7 +16,7 @@ const ENTITLEMENTS_KEPT = 10_000;
 
 /**
  * Activations of one entitlement all wait for its row lock, one transaction after another. Those that arrive
- * while one of the entitlement's groups is being written are written together next, in one transaction
+ * while two of the entitlement's groups are being written are written together next, in one transaction
  * (`activateGroup`): an entitlement a whole fleet activates at once takes as many activations a second as
  * the database writes groups, not transactions. Under light load each activation is a group of one.
  */

@@ -5,7 +5,7 @@ import type { DataSource } from "typeorm";
 import { type License, LicenseSchema } from "../../gen/provision/v1/activation_pb.js";
 import { ActivationPolicySchema } from "../../gen/provision/v1/entitlement_pb.js";
 import type { Clock } from "../platform/clock.js";
-import { DomainError, invalidField } from "../platform/errors.js";
+import { invalidField } from "../platform/errors.js";
 import { type BatchedTransaction, inBatchedTransaction, type Statement } from "../platform/statement-batch.js";
 import { Violations } from "../platform/validation.js";
 import { clientAddressKey } from "../server/client-address.js";
@@ -31,18 +31,18 @@ import {
   type EntitlementFacts,
   firstActivationOf,
   isTrialActivation,
-  type Lease,
   leaseFor,
 } from "./activation-rules.js";
+import { codeNotFound, factsWithProducts, newSession, readFeatures, startsTrial } from "./activation-steps.js";
 import type { ClientHostNames } from "./client-host-names.js";
-import { type EntitlementFeatureRow, type EntitlementRow, type LicenseSessionRow, SESSION_STATE } from "./entities.js";
+import type { EntitlementFeatureRow, EntitlementRow, LicenseSessionRow } from "./entities.js";
 import { activatedEvent } from "./entitlement-events.js";
 import type { EntitlementFeatureCache } from "./entitlement-feature-cache.js";
 import { policyText } from "./entitlement-mapper.js";
-import { type EntitlementProductCache, productsReadOrKept } from "./entitlement-product-cache.js";
+import type { EntitlementProductCache } from "./entitlement-product-cache.js";
 import { fingerprintHash } from "./license-claims.js";
 import { endsAfterFirstActivation } from "./license-ends.js";
-import { codeFacts, entitlementFacts, licenseClaimsFor } from "./license-facts.js";
+import { codeFacts, licenseClaimsFor } from "./license-facts.js";
 import type { LicenseKeys } from "./license-keys.js";
 import type { LicenseTokens } from "./license-tokens.js";
 import { seatCheck } from "./seat-allocation.js";
@@ -261,53 +261,6 @@ async function activateInTransaction(
   };
 }
 
-/** What a new session is made of, besides its id and the caller's address. */
-export interface SessionParts {
-  entitlement: EntitlementRow;
-  codeId: string;
-  ask: ActivationAsk;
-  hash: string;
-  trial: boolean;
-  lease: Lease;
-  now: Date;
-  floating: boolean;
-}
-
-/** The row of the session an activation starts, holding a floating seat when the policy's seats float. */
-export function newSession(
-  deps: ActivationDependencies,
-  parts: SessionParts,
-  clientAddress: string,
-): LicenseSessionRow {
-  const { entitlement, ask, lease, now, floating } = parts;
-  return {
-    id: deps.newId(),
-    providerId: entitlement.providerId,
-    entitlementId: entitlement.id,
-    activationCodeId: parts.codeId,
-    fingerprint: ask.fingerprint,
-    fingerprintHash: parts.hash,
-    state: SESSION_STATE.live,
-    isFloating: floating,
-    holdsFloatingSeat: floating,
-    isTrial: parts.trial,
-    activatedAt: now,
-    leaseExpiresAt: lease.leaseExpiresAt,
-    graceEndsAt: lease.graceEndsAt,
-    lastCheckInAt: now,
-    softwareVersion: ask.targetSoftwareVersion,
-    clientAddress: clientAddress.slice(0, 64),
-    endedAt: null,
-  };
-}
-
-/** The features an activation read under its entitlement's lock, kept for that revision. */
-export function readFeatures(deps: ActivationDependencies, entitlement: EntitlementRow, result: unknown) {
-  const features = deps.store.featuresOf(result);
-  deps.entitlementFeatures.remember(entitlement.id, entitlement.revision, features);
-  return features;
-}
-
 interface PlannedReads {
   seatReads: Statement[];
   /** Results of the first activation's read, then of the seat's reads. */
@@ -360,28 +313,6 @@ async function lockedRows(
   return { entitlement, facts, code, replaced: store.deviceSessionsOf(sessionRows), planned, receiving };
 }
 
-/**
- * The entitlement's facts, with its products as read in the first batch or else their kept ids; their codes are
- * read now when the policy's product-code rule needs them and the first batch did not.
- */
-export async function factsWithProducts(
-  deps: ActivationDependencies,
-  transaction: BatchedTransaction,
-  entitlement: EntitlementRow,
-  products: { productRows: unknown; keptProductIds: string[] | undefined },
-): Promise<EntitlementFacts> {
-  const { store, entitlementProducts } = deps;
-  const read = products.keptProductIds ? undefined : store.productsOf(products.productRows);
-  const facts = entitlementFacts(entitlement, productsReadOrKept(read, products.keptProductIds), null);
-  const codesWanted = facts.policy?.requireProductCode ?? false;
-  if (codesWanted && facts.products === null) {
-    const [rows] = await transaction.run([store.licensedProductsStatement(entitlement.id)]);
-    facts.products = store.productsOf(rows).current;
-  }
-  entitlementProducts.remember(entitlement.id, facts.productIds, codesWanted);
-  return facts;
-}
-
 function seatRequestOf(entitlementId: string, fingerprint: string, fingerprintHash: string, now: Date) {
   return { entitlementId, fingerprint, fingerprintHash, now };
 }
@@ -415,12 +346,6 @@ function trialStartStatement(
   return [store.storeActivationPolicyStatement(entitlementId, policyText(policy) as string, now)];
 }
 
-/** Whether an activation whose trial ends at `trialEndsAt` starts a trial counted from the first activation. */
-export function startsTrial(facts: EntitlementFacts, trialEndsAt: Date | null): boolean {
-  const trialPolicy = facts.policy?.trialActivationPolicy;
-  return Boolean(trialPolicy && !trialPolicy.trialEndsAt && trialEndsAt);
-}
-
 export async function licenseOf(deps: ActivationDependencies, activated: Activated, now: Date): Promise<License> {
   const { session, entitlement, facts } = activated;
   const claims = licenseClaimsFor({
@@ -445,8 +370,4 @@ export async function licenseOf(deps: ActivationDependencies, activated: Activat
     description: entitlement.description ?? "",
     licensedProducts: claims.productIds,
   });
-}
-
-export function codeNotFound(): DomainError {
-  return new DomainError("not-found", "no activation code matches", { slug: "code-not-found" });
 }

@@ -1,13 +1,5 @@
 import { type BatchedTransaction, inBatchedTransaction, type Statement } from "../platform/statement-batch.js";
-import {
-  type Activated,
-  type ActivationDependencies,
-  codeNotFound,
-  factsWithProducts,
-  newSession,
-  readFeatures,
-  startsTrial,
-} from "./activation.js";
+import type { Activated, ActivationDependencies } from "./activation.js";
 import { activationCodesByKeysStatement, activationCodesOf } from "./activation-code-store.js";
 import { checkHost, checkSignedIn, type Preparation, Unprepared } from "./activation-preparation.js";
 import {
@@ -18,6 +10,7 @@ import {
   isTrialActivation,
   leaseFor,
 } from "./activation-rules.js";
+import { codeNotFound, factsWithProducts, newSession, readFeatures, startsTrial } from "./activation-steps.js";
 import type { ActivationCodeRow, EntitlementRow, LicenseSessionRow } from "./entities.js";
 import { activatedEvent } from "./entitlement-events.js";
 import { GroupSeats } from "./group-seats.js";
@@ -149,7 +142,7 @@ async function lockedGroup(
     facts: await factsWithProducts(deps, transaction, entitlement, { productRows, keptProductIds }),
     codes: new Map(activationCodesOf(dataSource.manager, codeRows).map((code) => [code.codeKey, code])),
     seats,
-    busyDevices: store.devicesWithLiveSessionsOf(sessionRows),
+    busyDevices: store.fingerprintHashesOf(sessionRows),
   };
   return { state, receiving: deps.events.receives(receiverRows) };
 }

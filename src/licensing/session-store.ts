@@ -190,18 +190,16 @@ export class SessionStore {
     return this.liveSessionsOfDevicesStatement(entitlementId, [fingerprintHash]);
   }
 
-  /** The live sessions of these devices on an entitlement, locked, each with its device's `fingerprint_hash`. */
+  /**
+   * The live sessions of these devices on an entitlement, locked, each with its device's `fingerprint_hash`
+   * (`fingerprintHashesOf` reads which devices have one).
+   */
   liveSessionsOfDevicesStatement(entitlementId: string, fingerprintHashes: string[]): Statement {
     const devices = fingerprintHashes.length === 1 ? "= ?" : `IN (${placeholders(fingerprintHashes.length)})`;
     return {
       sql: `SELECT id, holds_floating_seat, fingerprint_hash FROM license_sessions WHERE entitlement_id = ? AND fingerprint_hash ${devices} AND state = ?${this.forUpdate}`,
       parameters: [entitlementId, ...fingerprintHashes, SESSION_STATE.live],
     };
-  }
-
-  /** The devices that have live sessions, as read by `liveSessionsOfDevicesStatement`. */
-  devicesWithLiveSessionsOf(result: unknown): Set<string> {
-    return new Set((result as { fingerprint_hash: string }[]).map((row) => row.fingerprint_hash));
   }
 
   /** The ids of the sessions read, and those of them holding a floating seat. */
@@ -272,6 +270,7 @@ export class SessionStore {
     };
   }
 
+  /** The `fingerprint_hash` column of a result's rows. */
   fingerprintHashesOf(result: unknown): Set<string> {
     return new Set((result as { fingerprint_hash: string }[]).map((row) => row.fingerprint_hash));
   }
