@@ -53,15 +53,12 @@ export class GroupSeats {
   ) {
     const claims = asks.map(({ plan }) => plan.claim);
     if (claims.some((claim) => claim?.isFloatingLicense)) this.readFloating();
-    const nodeLocked = claims.some((claim) => claim && !claim.isFloatingLicense);
-    if (nodeLocked)
-      this.readTally(ENTITLEMENT_DEVICES, entitlementId, asks, (tally) => (this.entitlementDevices = tally));
-    const ownLimits = new Map<string, SeatAsk[]>();
-    for (const ask of asks) {
-      if (!ask.plan.code.useEntitlementMaxActivations)
-        ownLimits.set(ask.plan.code.id, [...(ownLimits.get(ask.plan.code.id) ?? []), ask]);
+    if (claims.some((claim) => claim && !claim.isFloatingLicense)) {
+      this.readTally(ENTITLEMENT_DEVICES, entitlementId, asks, (tally) => {
+        this.entitlementDevices = tally;
+      });
     }
-    for (const [codeId, codeAsks] of ownLimits) {
+    for (const [codeId, codeAsks] of byOwnLimitCode(asks)) {
       this.readTally(CODE_DEVICES, codeId, codeAsks, (tally) => this.codeDevices.set(codeId, tally));
     }
   }
@@ -160,6 +157,16 @@ export class GroupSeats {
       },
     });
   }
+}
+
+/** The asks whose codes have a device limit of their own, by code id. */
+function byOwnLimitCode(asks: SeatAsk[]): Map<string, SeatAsk[]> {
+  const byCode = new Map<string, SeatAsk[]>();
+  for (const ask of asks) {
+    const { code } = ask.plan;
+    if (!code.useEntitlementMaxActivations) byCode.set(code.id, [...(byCode.get(code.id) ?? []), ask]);
+  }
+  return byCode;
 }
 
 /** Whether a device the owner does not hold yet would exceed its limit (0: none). */
