@@ -12,6 +12,11 @@ export interface FloatingSeatCount {
   stored: boolean;
 }
 
+/** Whether a held seat's grace may be over at `now`: none is before the count's earliest end. */
+export function mayHaveLapsed(count: FloatingSeatCount, now: Date): boolean {
+  return count.earliestEnd !== null && count.earliestEnd <= now;
+}
+
 /**
  * The SQL of `floating_seat_counts` (see migration 0013). Every write to a count, or to which sessions hold a
  * seat, is made under the entitlement's row lock (activation, release, EndSession); renew, which takes only the

@@ -1,8 +1,9 @@
 import type { ClaimBasedActivation } from "../../gen/provision/v1/entitlement_pb.js";
 import type { Statement } from "../platform/statement-batch.js";
 import type { ActivationCodeRow } from "./entities.js";
-import type { FloatingSeatCount } from "./floating-seat-counts.js";
-import { codeDeviceLimit, deviceLimit, seatLimit } from "./seat-allocation.js";
+import { type FloatingSeatCount, mayHaveLapsed } from "./floating-seat-counts.js";
+import { earliest } from "./policy-time.js";
+import { allTaken, codeDeviceLimit, deviceLimit, seatLimit } from "./seat-allocation.js";
 import type { SeatPlan } from "./seat-plans.js";
 import {
   CODE_DEVICES,
@@ -86,7 +87,7 @@ export class GroupSeats {
     if (!code.useEntitlementMaxActivations && !codeTally?.read.has(fingerprintHash)) return false;
     if (claim?.isFloatingLicense) {
       // A held seat whose grace may be over is found and taken back by the single activation.
-      return this.floating !== undefined && (this.floating.earliestEnd === null || this.floating.earliestEnd > now);
+      return this.floating !== undefined && !mayHaveLapsed(this.floating, now);
     }
     return !claim || this.entitlementDevices?.read.has(fingerprintHash) === true;
   }
@@ -128,9 +129,9 @@ export class GroupSeats {
   }
 
   private takeFloating(count: FloatingSeatCount, seats: number, graceEndsAt: Date): void {
-    if (seats > 0 && count.held >= seats) throw seatLimit(seats);
+    if (allTaken(count.held, seats)) throw seatLimit(seats);
     count.held += 1;
-    if (count.earliestEnd === null || graceEndsAt < count.earliestEnd) count.earliestEnd = graceEndsAt;
+    count.earliestEnd = earliest(count.earliestEnd, graceEndsAt);
     this.floatingTaken = true;
   }
 
@@ -171,7 +172,7 @@ function byOwnLimitCode(asks: SeatAsk[]): Map<string, SeatAsk[]> {
 
 /** Whether a device the owner does not hold yet would exceed its limit (0: none). */
 function isFull(tally: DeviceTally, fingerprintHash: string, limit: number): boolean {
-  return !tally.present.has(fingerprintHash) && limit > 0 && tally.held >= limit;
+  return !tally.present.has(fingerprintHash) && allTaken(tally.held, limit);
 }
 
 function addTo(tally: DeviceTally, device: Omit<DeviceToAdd, "ownerId">): void {

@@ -1,6 +1,8 @@
 import type { ClaimBasedActivation } from "../../gen/provision/v1/entitlement_pb.js";
 import { conflict } from "../platform/errors.js";
 import type { Statement } from "../platform/statement-batch.js";
+import { mayHaveLapsed } from "./floating-seat-counts.js";
+import { earliest } from "./policy-time.js";
 import { CODE_DEVICES, ENTITLEMENT_DEVICES, type SessionStore } from "./session-store.js";
 
 export interface SeatRequest {
@@ -62,7 +64,7 @@ function codeDevicesCheck(store: SessionStore, request: SeatRequest): SeatCheck 
     decide: async ([counts]) => {
       const { count, present } = store.deviceCountsOf(counts);
       if (present) return [];
-      if (count >= limit) throw deviceLimit(limit);
+      if (allTaken(count, limit)) throw deviceLimit(limit);
       return [
         store.addDeviceStatement(CODE_DEVICES, device),
         store.countDeviceStatement(CODE_DEVICES, request.code.id),
@@ -81,7 +83,7 @@ function entitlementSeatCheck(store: SessionStore, request: SeatRequest): SeatCh
     decide: async ([counts]) => {
       const { count, present } = store.deviceCountsOf(counts);
       if (present) return [];
-      if (seats > 0 && count >= seats) throw seatLimit(seats);
+      if (allTaken(count, seats)) throw seatLimit(seats);
       return [
         store.addDeviceStatement(ENTITLEMENT_DEVICES, deviceOf(request, owner)),
         store.countDeviceStatement(ENTITLEMENT_DEVICES, owner),
@@ -102,16 +104,16 @@ function floatingSeatCheck(store: SessionStore, request: SeatRequest, seats: num
     reads: [counts.countStatement(entitlementId)],
     decide: async ([result], { run, graceEndsAt, endingSeats }) => {
       const count = counts.countOf(result);
-      const looks = count.earliestEnd !== null && count.earliestEnd <= now;
+      const looks = mayHaveLapsed(count, now);
       const lapsed = looks ? store.idsOf((await run([counts.lapsedStatement(entitlementId, now)]))[0]) : [];
       const held = count.held - new Set([...endingSeats, ...lapsed]).size;
-      if (seats > 0 && held >= seats) throw seatLimit(seats);
+      if (allTaken(held, seats)) throw seatLimit(seats);
       if (looks) {
         const release = lapsed.length > 0 ? [counts.releaseStatement(lapsed)] : [];
         return [...release, counts.recountStatement(entitlementId, held + 1, graceEndsAt)];
       }
       const { earliestEnd } = count;
-      const end = earliestEnd === null || graceEndsAt < earliestEnd ? graceEndsAt : earliestEnd;
+      const end = earliest(earliestEnd, graceEndsAt);
       return [counts.storeStatement(entitlementId, { held: held + 1, earliestEnd: end, stored: count.stored })];
     },
   };
@@ -125,6 +127,11 @@ function deviceOf(request: SeatRequest, ownerId: string) {
     activationCodeId: request.code.id,
     now: request.now,
   };
+}
+
+/** Whether `held` seats (or devices) leave none of `limit` (0: no limit). */
+export function allTaken(held: number, limit: number): boolean {
+  return limit > 0 && held >= limit;
 }
 
 /** The distinct devices a code with a limit of its own activates: maxDeviceActivations, 0 meaning 1. */

@@ -26,6 +26,11 @@ function race(server: TestServer, bodies: Body[]) {
   return Promise.all(bodies.map((body) => activate(server.baseUrl, body)));
 }
 
+/** `count` activations of `code`, each with a device of its own (`device-0`, `device-1`, …). */
+function freshDevices(code: string, count: number): Body[] {
+  return Array.from({ length: count }, (_, index) => ({ activationCode: code, fingerprint: `device-${index}` }));
+}
+
 function tally(answers: { status: number }[]): Record<number, number> {
   const counts: Record<number, number> = {};
   for (const { status } of answers) counts[status] = (counts[status] ?? 0) + 1;
@@ -57,10 +62,7 @@ for (const database of ["MySQL", "SQLite"] as const) {
       const server = t.context.servers[database];
       const { entitlementId, code } = await entitlementWithCode(server.baseUrl, FLOATING(7));
       t.is((await activate(server.baseUrl, { activationCode: code, fingerprint: "first" })).status, 200);
-      const answers = await race(
-        server,
-        Array.from({ length: 60 }, (_, index) => ({ activationCode: code, fingerprint: `device-${index}` })),
-      );
+      const answers = await race(server, freshDevices(code, 60));
       t.deepEqual(tally(answers), { 200: 6, 409: 54 });
       t.true(
         answers
@@ -149,10 +151,7 @@ for (const database of ["MySQL", "SQLite"] as const) {
       const policy = { claimBasedActivation: { numberOfSeats: 10, isFloatingLicense: false } };
       const { entitlementId, code } = await entitlementWithCode(server.baseUrl, policy);
       t.is((await activate(server.baseUrl, { activationCode: code, fingerprint: "first" })).status, 200);
-      const answers = await race(
-        server,
-        Array.from({ length: 40 }, (_, index) => ({ activationCode: code, fingerprint: `device-${index}` })),
-      );
+      const answers = await race(server, freshDevices(code, 40));
       t.deepEqual(tally(answers), { 200: 9, 409: 31 });
       t.true(
         answers
@@ -174,10 +173,7 @@ for (const database of ["MySQL", "SQLite"] as const) {
     const server = t.context.servers[database];
     const { entitlementId, code } = await entitlementWithCode(server.baseUrl, FLOATING(0), { maxDeviceActivations: 5 });
     t.is((await activate(server.baseUrl, { activationCode: code, fingerprint: "first" })).status, 200);
-    const answers = await race(
-      server,
-      Array.from({ length: 30 }, (_, index) => ({ activationCode: code, fingerprint: `device-${index}` })),
-    );
+    const answers = await race(server, freshDevices(code, 30));
     t.deepEqual(tally(answers), { 200: 4, 409: 26 });
     t.true(
       answers
@@ -194,10 +190,7 @@ for (const database of ["MySQL", "SQLite"] as const) {
     const { entitlementId, code } = await entitlementWithCode(server.baseUrl, FLOATING(0));
     t.is((await activate(server.baseUrl, { activationCode: code, fingerprint: "first" })).status, 200);
     await insertSubscription(server, { state: SubscriptionState.ACTIVE });
-    const answers = await race(
-      server,
-      Array.from({ length: 30 }, (_, index) => ({ activationCode: code, fingerprint: `device-${index}` })),
-    );
+    const answers = await race(server, freshDevices(code, 30));
     t.deepEqual(tally(answers), { 200: 30 });
     const rows = (await server.app.dataSource.query(
       "SELECT payload FROM webhook_events WHERE type = 'Entitlement.Activated' AND entity_id = ?",
