@@ -12,6 +12,7 @@ import { createTokenEndpoint, TOKEN_PATH } from "./auth/token-endpoint.js";
 import { CatalogRepository } from "./catalog/catalog-repository.js";
 import { catalogEntities } from "./catalog/entities.js";
 import { ProductCache } from "./catalog/product-cache.js";
+import type { ActivationGroups } from "./licensing/activation-groups.js";
 import { licensingEntities } from "./licensing/entities.js";
 import { expiryNoticesJob } from "./licensing/expiry-notices.js";
 import { createLicensing } from "./licensing/licensing-runtime.js";
@@ -58,6 +59,8 @@ export interface App {
   scheduler: Scheduler;
   /** The webhook outbox (tests watch when it wakes the delivery worker). */
   outbox: Outbox;
+  /** Activations written together (tests read how many entitlements a group held). */
+  activationGroups: ActivationGroups;
   close(): Promise<void>;
 }
 
@@ -265,7 +268,9 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
   }
   webhooks.start();
   scheduler.start();
-  return { handler, dataSource, coordinator, keys, tokens, bootstrap, scheduler, outbox: webhooks.outbox, close };
+  const { outbox } = webhooks;
+  const { activationGroups } = licensing.activation;
+  return { handler, dataSource, coordinator, keys, tokens, bootstrap, scheduler, outbox, activationGroups, close };
 }
 
 /** Fails naming the dependency only: its own error goes to the log, not to whoever asks the probe. */

@@ -42,6 +42,23 @@ export class FloatingSeatCounts {
     };
   }
 
+  /** The counts of several entitlements, locked; read by `countsOf`. */
+  countsStatement(entitlementIds: string[]): Statement {
+    const ids = entitlementIds.map(() => "?").join(", ");
+    return {
+      sql: `SELECT entitlement_id, held, earliest_end FROM floating_seat_counts WHERE entitlement_id IN (${ids})${this.forUpdate}`,
+      parameters: entitlementIds,
+    };
+  }
+
+  /** Each entitlement's count read by `countsStatement`, by entitlement id. */
+  countsOf(result: unknown, entitlementIds: string[]): Map<string, FloatingSeatCount> {
+    const rows = result as { entitlement_id: string }[];
+    const counts = new Map(entitlementIds.map((id) => [id, this.countOf([])]));
+    for (const row of rows) counts.set(row.entitlement_id, this.countOf([row]));
+    return counts;
+  }
+
   countOf(result: unknown): FloatingSeatCount {
     const [row] = result as { held: number | string; earliest_end: unknown }[];
     if (!row) return { held: 0, earliestEnd: null, stored: false };
@@ -76,6 +93,22 @@ export class FloatingSeatCounts {
     return {
       sql: "INSERT INTO floating_seat_counts (entitlement_id, held, earliest_end) VALUES (?, ?, ?)",
       parameters: [entitlementId, count.held, earliestEnd],
+    };
+  }
+
+  /** Writes the counts a group decided (under the entitlements' locks), in one statement. */
+  storeCountsStatement(counts: Map<string, FloatingSeatCount>): Statement {
+    const stored =
+      this.dialect === "mysql"
+        ? "ON DUPLICATE KEY UPDATE held = VALUES(held), earliest_end = VALUES(earliest_end)"
+        : "ON CONFLICT (entitlement_id) DO UPDATE SET held = excluded.held, earliest_end = excluded.earliest_end";
+    return {
+      sql: `INSERT INTO floating_seat_counts (entitlement_id, held, earliest_end) VALUES ${[...counts].map(() => "(?, ?, ?)").join(", ")} ${stored}`,
+      parameters: [...counts].flatMap(([id, count]) => [
+        id,
+        count.held,
+        count.earliestEnd && this.store.date(count.earliestEnd),
+      ]),
     };
   }
 

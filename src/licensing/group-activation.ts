@@ -11,16 +11,19 @@ import {
   leaseFor,
 } from "./activation-rules.js";
 import { codeNotFound, factsWithProducts, newSession, readFeatures, startsTrial } from "./activation-steps.js";
-import type { ActivationCodeRow, EntitlementRow, LicenseSessionRow } from "./entities.js";
+import type { ActivationCodeRow, EntitlementFeatureRow, EntitlementRow, LicenseSessionRow } from "./entities.js";
 import { activatedEvent } from "./entitlement-events.js";
-import { GroupSeats } from "./group-seats.js";
+import { GroupSeats, type SeatAsk } from "./group-seats.js";
 import { endsAfterFirstActivation } from "./license-ends.js";
 import { codeFacts } from "./license-facts.js";
 import type { SeatPlan } from "./seat-plans.js";
+import { deviceKey, type OwnedDevices } from "./session-store.js";
 
-/** One activation waiting for its entitlement's group: a presented code, no interactive user. */
+/** One activation waiting for the next group: a presented code, no interactive user. */
 export interface GroupedActivation {
   key: string;
+  /** The code's entitlement and its provider. */
+  owner: GroupOwner;
   ask: ActivationAsk;
   /** The fingerprint's hash. */
   hash: string;
@@ -37,7 +40,7 @@ export type GroupOutcome =
   /** It needs what a group does not do, or what is not prepared yet: it runs by itself. */
   | { kind: "alone" };
 
-/** The entitlement a group activates, and its provider. */
+/** An entitlement a group activates, and its provider. */
 export interface GroupOwner {
   entitlementId: string;
   providerId: string;
@@ -53,133 +56,175 @@ interface Accepted {
 
 type Decision = Accepted | Exclude<GroupOutcome, { kind: "activated" }>;
 
+interface LockedEntitlement {
+  entitlement: EntitlementRow;
+  facts: EntitlementFacts;
+}
+
 /** What the group's locking reads found, changed in memory by each activation the group accepts. */
 interface GroupState {
   deps: ActivationDependencies;
-  entitlement: EntitlementRow;
-  facts: EntitlementFacts;
+  entitlements: Map<string, LockedEntitlement>;
   codes: Map<string, ActivationCodeRow>;
   seats: GroupSeats;
-  /** Devices with a live session on the entitlement, and those the group activates. */
+  /** Devices with a live session on their entitlement, and those the group activates (`deviceKey`s). */
   busyDevices: Set<string>;
+  /** The providers with a subscription that receives events. */
+  receiving: Set<string>;
 }
 
 const ALONE = { kind: "alone" } as const;
 
 /**
- * Activations of one entitlement, in one transaction of two batches whatever their number: the entitlement, the
- * codes and the devices' live sessions are read and locked once (in the order the single activation takes them),
- * with the seat counts and devices the activations' seat plans need (`GroupSeats`); each activation is decided in
- * turn, by the single activation's rules, with the seats, code uses and devices of those before it counted; then
- * the accepted ones are written together. An activation that needs more (a device activating again, lapsed
- * floating seats, time counted from the first activation, a trial starting, a user or host names not prepared,
- * a seat plan that no longer holds) is answered `alone`.
+ * Activations of any entitlements, in one transaction of two batches whatever their number: the entitlements
+ * (in the order of their ids), the codes and the devices' live sessions are read and locked once, with the seat
+ * counts and devices the activations' seat plans need (`GroupSeats`); each activation is decided in turn, by the
+ * single activation's rules, with the seats, code uses and devices of those before it counted; then the accepted
+ * ones are written together, one statement for each kind of row. An activation that needs more (a device
+ * activating again, lapsed floating seats, time counted from the first activation, a trial starting, a user or
+ * host names not prepared, a seat plan that no longer holds) is answered `alone`.
  */
-export function activateGroup(
-  deps: ActivationDependencies,
-  owner: GroupOwner,
-  jobs: GroupedActivation[],
-): Promise<GroupOutcome[]> {
-  return inBatchedTransaction(deps.dataSource, (transaction) => groupInTransaction(deps, transaction, owner, jobs));
+export function activateGroup(deps: ActivationDependencies, jobs: GroupedActivation[]): Promise<GroupOutcome[]> {
+  return inBatchedTransaction(deps.dataSource, (transaction) => groupInTransaction(deps, transaction, jobs));
 }
 
 async function groupInTransaction(
   deps: ActivationDependencies,
   transaction: BatchedTransaction,
-  owner: GroupOwner,
   jobs: GroupedActivation[],
 ): Promise<GroupOutcome[]> {
-  const locked = await lockedGroup(deps, transaction, owner, jobs);
-  if (!locked) return jobs.map(() => ({ kind: "refused", error: codeNotFound() }));
-  const { state, receiving } = locked;
-  const { entitlement } = state;
+  const state = await lockedGroup(deps, transaction, jobs);
   const decisions = jobs.map((job) => decide(state, job));
   const accepted = decisions.filter((decision): decision is Accepted => decision.kind === "accepted");
-  const events = receiving ? accepted.map(({ session }) => activatedEvent(entitlement, session, [])) : [];
-  const kept = deps.entitlementFeatures.get(entitlement.id, entitlement.revision);
+  const announced = accepted.filter(({ session }) => state.receiving.has(session.providerId));
+  const events = announced.map(({ session }) => activatedEvent(entitlementOf(state, session), session, []));
+  const featureReads = unkeptFeatures(state, accepted);
   const writes = accepted.length === 0 ? [] : [...groupWrites(state, accepted), ...eventWrite(deps, events)];
-  const written = await transaction.commitWith(kept || writes.length === 0 ? writes : [...writes, featuresRead(state)]);
-  const features = kept ?? (accepted.length > 0 ? readFeatures(deps, entitlement, written[written.length - 1]) : []);
-  return decisions.map((decision) => {
-    if (decision.kind !== "accepted") return decision;
-    const { session, trial } = decision;
-    const activated = { session, entitlement, facts: state.facts, features, trial, replaced: [], trialStarted: false };
-    return { kind: "activated", activated: { ...activated, eventWritten: events.length > 0 } };
-  });
+  const featureStatements = featureReads.map((entitlement) => deps.store.entitlementFeaturesStatement(entitlement.id));
+  const written = await transaction.commitWith([...writes, ...featureStatements]);
+  const features = new Map<string, EntitlementFeatureRow[]>();
+  for (const [index, entitlement] of featureReads.entries()) {
+    features.set(entitlement.id, readFeatures(deps, entitlement, written[writes.length + index]));
+  }
+  return decisions.map((decision) =>
+    decision.kind === "accepted" ? activatedOf(state, decision, features) : decision,
+  );
+}
+
+function activatedOf(state: GroupState, accepted: Accepted, read: Map<string, EntitlementFeatureRow[]>): GroupOutcome {
+  const { session, trial } = accepted;
+  const { entitlement, facts } = state.entitlements.get(session.entitlementId) as LockedEntitlement;
+  const features =
+    read.get(entitlement.id) ?? state.deps.entitlementFeatures.get(entitlement.id, entitlement.revision) ?? [];
+  const eventWritten = state.receiving.has(session.providerId);
+  const activated = { session, entitlement, facts, features, trial, replaced: [], trialStarted: false, eventWritten };
+  return { kind: "activated", activated };
+}
+
+/** The entitlements of accepted activations whose features are not kept for their revision. */
+function unkeptFeatures(state: GroupState, accepted: Accepted[]): EntitlementRow[] {
+  const entitlements = new Map(accepted.map(({ session }) => [session.entitlementId, entitlementOf(state, session)]));
+  const { entitlementFeatures } = state.deps;
+  return [...entitlements.values()].filter(({ id, revision }) => !entitlementFeatures.get(id, revision));
+}
+
+function entitlementOf(state: GroupState, session: LicenseSessionRow): EntitlementRow {
+  return (state.entitlements.get(session.entitlementId) as LockedEntitlement).entitlement;
 }
 
 /**
- * The group's first batch: the entitlement, its codes and the devices' live sessions locked, whether the provider
- * receives events, the seats' reads and the products when not kept; null when the entitlement is gone.
+ * The group's first batch: the entitlements, their codes and the devices' live sessions locked, which providers
+ * receive events, the seats' reads and the products not kept.
  */
 async function lockedGroup(
   deps: ActivationDependencies,
   transaction: BatchedTransaction,
-  owner: GroupOwner,
   jobs: GroupedActivation[],
-): Promise<{ state: GroupState; receiving: boolean } | null> {
+): Promise<GroupState> {
   const { store, dataSource } = deps;
-  const { entitlementId } = owner;
-  const keptProductIds = deps.entitlementProducts.keptIds(entitlementId, true);
-  const productRead = keptProductIds ? [] : [store.licensedProductsStatement(entitlementId)];
-  const seats = new GroupSeats(store, entitlementId, jobs);
+  const entitlementIds = [...new Set(jobs.map((job) => job.owner.entitlementId))].sort();
+  const keptProducts = new Map(entitlementIds.map((id) => [id, deps.entitlementProducts.keptIds(id, true)]));
+  const productReads = entitlementIds.filter((id) => !keptProducts.get(id));
+  const seats = new GroupSeats(store, jobs.map(seatAskOf));
   const seatReads = seats.reads();
   const [entitlementRows, codeRows, sessionRows, receiverRows, ...rest] = await transaction.run([
-    store.entitlementStatement(entitlementId, true),
+    store.entitlementsStatement(entitlementIds),
     activationCodesByKeysStatement(dataSource.manager, [...new Set(jobs.map((job) => job.key))], true),
-    store.liveSessionsOfDevicesStatement(entitlementId, [...new Set(jobs.map((job) => job.hash))]),
-    deps.events.receiversStatement(owner.providerId),
+    store.liveSessionsOfDevicesStatement(devicesOnEntitlements(jobs)),
+    deps.events.receivingProvidersStatement([...new Set(jobs.map((job) => job.owner.providerId))]),
     ...seatReads,
-    ...productRead,
+    ...productReads.map((id) => store.licensedProductsStatement(id)),
   ]);
-  const entitlement = store.entitlementOf(entitlementRows);
-  if (!entitlement) return null;
   seats.load(rest.slice(0, seatReads.length));
-  const [productRows] = rest.slice(seatReads.length);
-  const state: GroupState = {
+  const productRows = new Map(productReads.map((id, index) => [id, rest[seatReads.length + index]]));
+  const entitlements = new Map<string, LockedEntitlement>();
+  for (const entitlement of store.entitlementsOf(entitlementRows)) {
+    const products = { productRows: productRows.get(entitlement.id), keptProductIds: keptProducts.get(entitlement.id) };
+    entitlements.set(entitlement.id, {
+      entitlement,
+      facts: await factsWithProducts(deps, transaction, entitlement, products),
+    });
+  }
+  return {
     deps,
-    entitlement,
-    facts: await factsWithProducts(deps, transaction, entitlement, { productRows, keptProductIds }),
+    entitlements,
     codes: new Map(activationCodesOf(dataSource.manager, codeRows).map((code) => [code.codeKey, code])),
     seats,
-    busyDevices: store.fingerprintHashesOf(sessionRows),
+    busyDevices: store.deviceKeysOf(sessionRows, "entitlement_id"),
+    receiving: deps.events.receivingOf(receiverRows),
   };
-  return { state, receiving: deps.events.receives(receiverRows) };
+}
+
+function seatAskOf(job: GroupedActivation): SeatAsk {
+  return { plan: job.plan, entitlementId: job.owner.entitlementId, hash: job.hash };
+}
+
+/** Each entitlement's devices among the jobs. */
+function devicesOnEntitlements(jobs: GroupedActivation[]): OwnedDevices[] {
+  const byEntitlement = new Map<string, Set<string>>();
+  for (const { owner, hash } of jobs) {
+    byEntitlement.set(owner.entitlementId, (byEntitlement.get(owner.entitlementId) ?? new Set()).add(hash));
+  }
+  return [...byEntitlement].map(([ownerId, hashes]) => ({ ownerId, hashes: [...hashes] }));
 }
 
 /** One activation against the group's state: accepted (and counted in it), refused, or sent to run alone. */
 function decide(state: GroupState, job: GroupedActivation): Decision {
-  const { deps, entitlement, facts } = state;
+  const { deps } = state;
+  const locked = state.entitlements.get(job.owner.entitlementId);
   const code = state.codes.get(job.key);
-  if (!code || code.entitlementId !== entitlement.id) return { kind: "refused", error: codeNotFound() };
+  if (!locked || !code || code.entitlementId !== locked.entitlement.id)
+    return { kind: "refused", error: codeNotFound() };
+  const { entitlement, facts } = locked;
   const claim = facts.policy?.claimBasedActivation;
-  if (endsAfterFirstActivation(facts.policy) || state.busyDevices.has(job.hash)) return ALONE;
-  if (!state.seats.decides(code, claim, job.hash, job.now)) return ALONE;
+  const device = deviceKey(entitlement.id, job.hash);
+  if (endsAfterFirstActivation(facts.policy) || state.busyDevices.has(device)) return ALONE;
+  if (!state.seats.decides(entitlement.id, code, claim, job.hash, job.now)) return ALONE;
   try {
     const codeFact = codeFacts(code);
     checkSignedIn(deps, job.prepared, () => checkActivation(facts, codeFact, job.ask, job.now));
     checkHost(deps, facts.policy, job.clientAddress, job.prepared);
     const lease = leaseFor(facts, codeFact, job.ask.requestedLeaseMs, job.now, firstActivationOf(facts, codeFact));
     if (startsTrial(facts, lease.trialEndsAt)) return ALONE;
-    const device = {
+    const seatDevice = {
       fingerprintHash: job.hash,
       fingerprint: job.ask.fingerprint,
       activationCodeId: code.id,
       now: job.now,
     };
-    state.seats.take(code, claim, device, lease.graceEndsAt);
+    state.seats.take(entitlement.id, code, claim, seatDevice, lease.graceEndsAt);
     const trial = isTrialActivation(facts, codeFact);
     const parts = { entitlement, codeId: code.id, ask: job.ask, hash: job.hash, trial, lease, now: job.now };
     const session = newSession(deps, { ...parts, floating: claim?.isFloatingLicense ?? false }, job.clientAddress);
     countUse(code, job);
-    state.busyDevices.add(job.hash);
+    state.busyDevices.add(device);
     return { kind: "accepted", job, code, session, trial };
   } catch (error) {
     return error instanceof Unprepared ? ALONE : { kind: "refused", error };
   }
 }
 
-/** What `recordCodeUseStatement` writes, on the code as read: the next activation with it sees it. */
+/** What `recordCodeUsesStatement` writes, on the code as read: the next activation with it sees it. */
 function countUse(code: ActivationCodeRow, job: GroupedActivation): void {
   code.activationCodeUseCount += 1;
   code.activationTimeStamp ??= job.now;
@@ -191,19 +236,19 @@ function groupWrites(state: GroupState, accepted: Accepted[]): Statement[] {
   const { store } = state.deps;
   const uses = new Map<ActivationCodeRow, number>();
   for (const { code } of accepted) uses.set(code, (uses.get(code) ?? 0) + 1);
+  const codeUses = [...uses].map(([code, count]) => ({
+    codeId: code.id,
+    consented: code.userConsent,
+    firstAt: code.activationTimeStamp as Date,
+    uses: count,
+  }));
   return [
     ...state.seats.writes(),
-    ...[...uses].map(([code, count]) =>
-      store.recordCodeUseStatement(code.id, code.userConsent, code.activationTimeStamp as Date, count),
-    ),
+    store.recordCodeUsesStatement(codeUses),
     store.insertSessionsStatement(accepted.map(({ session }) => session)),
   ];
 }
 
 function eventWrite(deps: ActivationDependencies, events: ReturnType<typeof activatedEvent>[]): Statement[] {
   return events.length > 0 ? [deps.events.appendStatement(events)] : [];
-}
-
-function featuresRead(state: GroupState): Statement {
-  return state.deps.store.entitlementFeaturesStatement(state.entitlement.id);
 }

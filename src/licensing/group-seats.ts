@@ -9,13 +9,13 @@ import {
   CODE_DEVICES,
   type DeviceTable,
   type DeviceToAdd,
+  deviceKey,
   ENTITLEMENT_DEVICES,
   type SessionStore,
 } from "./session-store.js";
 
 /** A device count as a group reads it: the owner's count and which of the group's devices it holds. */
 interface DeviceTally {
-  table: DeviceTable;
   ownerId: string;
   held: number;
   present: Set<string>;
@@ -29,19 +29,21 @@ type Claim = Pick<ClaimBasedActivation, "isFloatingLicense" | "numberOfSeats"> |
 /** An activation of the group, as its seats see it. */
 export interface SeatAsk {
   plan: SeatPlan;
+  entitlementId: string;
   /** The device's fingerprint hash. */
   hash: string;
 }
 
 /**
  * The seats and device limits of a group's activations, as `seatCheck` counts them for one: read once under the
- * entitlement's lock (what the activations' seat plans say they need), counted in memory as each activation is
- * taken, written together. An activation whose seat needs what was not read runs alone.
+ * entitlements' locks (what the activations' seat plans say they need, one statement for each kind of count
+ * whatever the number of entitlements and codes), counted in memory as each activation is taken, written
+ * together. An activation whose seat needs what was not read runs alone.
  */
 export class GroupSeats {
-  private floating: FloatingSeatCount | undefined;
-  private floatingTaken = false;
-  private entitlementDevices: DeviceTally | undefined;
+  private readonly floating = new Map<string, FloatingSeatCount>();
+  private readonly floatingTaken = new Set<string>();
+  private readonly entitlementDevices = new Map<string, DeviceTally>();
   private readonly codeDevices = new Map<string, DeviceTally>();
   /** Devices of codes that use the entitlement's seats: recorded once each, not counted. */
   private readonly recorded: DeviceToAdd[] = [];
@@ -49,22 +51,21 @@ export class GroupSeats {
 
   constructor(
     private readonly store: SessionStore,
-    private readonly entitlementId: string,
     asks: SeatAsk[],
   ) {
-    const claims = asks.map(({ plan }) => plan.claim);
-    if (claims.some((claim) => claim?.isFloatingLicense)) this.readFloating();
-    if (claims.some((claim) => claim && !claim.isFloatingLicense)) {
-      this.readTally(ENTITLEMENT_DEVICES, entitlementId, asks, (tally) => {
-        this.entitlementDevices = tally;
-      });
-    }
-    for (const [codeId, codeAsks] of byOwnLimitCode(asks)) {
-      this.readTally(CODE_DEVICES, codeId, codeAsks, (tally) => this.codeDevices.set(codeId, tally));
-    }
+    const floatingIds = new Set(asks.filter(({ plan }) => plan.claim?.isFloatingLicense).map(byEntitlement));
+    if (floatingIds.size > 0) this.readFloating([...floatingIds]);
+    const nodeLocked = asks.filter(({ plan }) => plan.claim && !plan.claim.isFloatingLicense);
+    this.readTallies(ENTITLEMENT_DEVICES, devicesByOwner(nodeLocked, byEntitlement), this.entitlementDevices);
+    const ownLimit = asks.filter(({ plan }) => !plan.code.useEntitlementMaxActivations);
+    this.readTallies(
+      CODE_DEVICES,
+      devicesByOwner(ownLimit, ({ plan }) => plan.code.id),
+      this.codeDevices,
+    );
   }
 
-  /** What the group reads for its seats, sent after the locking reads of the entitlement, codes and sessions. */
+  /** What the group reads for its seats, sent after the locking reads of the entitlements, codes and sessions. */
   reads(): Statement[] {
     return this.loads.flatMap((part) => part.statements);
   }
@@ -79,95 +80,126 @@ export class GroupSeats {
   }
 
   /**
-   * Whether what was read decides this device's seat with this code and claim, as of `now`: if not, the
-   * activation runs alone.
+   * Whether what was read decides this device's seat on the entitlement with this code and claim, as of `now`:
+   * if not, the activation runs alone.
    */
-  decides(code: ActivationCodeRow, claim: Claim, fingerprintHash: string, now: Date): boolean {
+  decides(entitlementId: string, code: ActivationCodeRow, claim: Claim, fingerprintHash: string, now: Date): boolean {
     const codeTally = this.codeDevices.get(code.id);
     if (!code.useEntitlementMaxActivations && !codeTally?.read.has(fingerprintHash)) return false;
     if (claim?.isFloatingLicense) {
       // A held seat whose grace may be over is found and taken back by the single activation.
-      return this.floating !== undefined && !mayHaveLapsed(this.floating, now);
+      const count = this.floating.get(entitlementId);
+      return count !== undefined && !mayHaveLapsed(count, now);
     }
-    return !claim || this.entitlementDevices?.read.has(fingerprintHash) === true;
+    return !claim || this.entitlementDevices.get(entitlementId)?.read.has(fingerprintHash) === true;
   }
 
   /**
-   * Takes the device's seat and its place among the code's devices, or throws the 409 the single activation
-   * would (the code's limit first); counts nothing when it throws.
+   * Takes the device's seat on the entitlement and its place among the code's devices, or throws the 409 the
+   * single activation would (the code's limit first); counts nothing when it throws.
    */
-  take(code: ActivationCodeRow, claim: Claim, device: Omit<DeviceToAdd, "ownerId">, graceEndsAt: Date): void {
+  take(
+    entitlementId: string,
+    code: ActivationCodeRow,
+    claim: Claim,
+    device: Omit<DeviceToAdd, "ownerId">,
+    graceEndsAt: Date,
+  ): void {
     const codeTally = code.useEntitlementMaxActivations ? undefined : this.codeDevices.get(code.id);
     if (codeTally && isFull(codeTally, device.fingerprintHash, codeDeviceLimit(code))) {
       throw deviceLimit(codeDeviceLimit(code));
     }
     const seats = claim?.numberOfSeats ?? 0;
-    const nodeLocked = claim && !claim.isFloatingLicense ? this.entitlementDevices : undefined;
+    const nodeLocked = claim && !claim.isFloatingLicense ? this.entitlementDevices.get(entitlementId) : undefined;
     if (nodeLocked && isFull(nodeLocked, device.fingerprintHash, seats)) throw seatLimit(seats);
-    if (claim?.isFloatingLicense && this.floating) this.takeFloating(this.floating, seats, graceEndsAt);
+    const floating = claim?.isFloatingLicense ? this.floating.get(entitlementId) : undefined;
+    if (floating) this.takeFloating(entitlementId, floating, seats, graceEndsAt);
     if (codeTally) addTo(codeTally, device);
     else this.recorded.push({ ...device, ownerId: code.id });
     if (nodeLocked) addTo(nodeLocked, device);
   }
 
-  /** The rows the taken seats and devices write. */
+  /** The rows the taken seats and devices write: one statement for each kind of row. */
   writes(): Statement[] {
     const { store } = this;
-    const tallies = [...(this.entitlementDevices ? [this.entitlementDevices] : []), ...this.codeDevices.values()];
+    const floating = new Map([...this.floatingTaken].map((id) => [id, this.floating.get(id) as FloatingSeatCount]));
     return [
-      ...(this.floatingTaken && this.floating
-        ? [store.floatingSeats.storeStatement(this.entitlementId, this.floating)]
-        : []),
-      ...tallies
-        .filter((tally) => tally.added.length > 0)
-        .flatMap((tally) => [
-          store.addDevicesStatement(tally.table, tally.added),
-          store.countDevicesStatement(tally.table, tally.ownerId, tally.added.length),
-        ]),
+      ...(floating.size > 0 ? [store.floatingSeats.storeCountsStatement(floating)] : []),
+      ...this.tallyWrites(ENTITLEMENT_DEVICES, this.entitlementDevices),
+      ...this.tallyWrites(CODE_DEVICES, this.codeDevices),
       ...(this.recorded.length > 0 ? [store.addDevicesOnceStatement(CODE_DEVICES, this.recorded)] : []),
     ];
   }
 
-  private takeFloating(count: FloatingSeatCount, seats: number, graceEndsAt: Date): void {
+  private takeFloating(entitlementId: string, count: FloatingSeatCount, seats: number, graceEndsAt: Date): void {
     if (allTaken(count.held, seats)) throw seatLimit(seats);
     count.held += 1;
     count.earliestEnd = earliest(count.earliestEnd, graceEndsAt);
-    this.floatingTaken = true;
+    this.floatingTaken.add(entitlementId);
   }
 
-  private readFloating(): void {
+  private tallyWrites(table: DeviceTable, tallies: Map<string, DeviceTally>): Statement[] {
+    const grown = [...tallies.values()].filter((tally) => tally.added.length > 0);
+    if (grown.length === 0) return [];
+    return [
+      this.store.addDevicesStatement(
+        table,
+        grown.flatMap((tally) => tally.added),
+      ),
+      this.store.countDevicesStatement(
+        table,
+        grown.map((tally) => ({ ownerId: tally.ownerId, added: tally.added.length })),
+      ),
+    ];
+  }
+
+  private readFloating(entitlementIds: string[]): void {
     const counts = this.store.floatingSeats;
     this.loads.push({
-      statements: [counts.countStatement(this.entitlementId)],
+      statements: [counts.countsStatement(entitlementIds)],
       load: ([result]) => {
-        this.floating = counts.countOf(result);
+        for (const [id, count] of counts.countsOf(result, entitlementIds)) this.floating.set(id, count);
       },
     });
   }
 
-  private readTally(table: DeviceTable, ownerId: string, asks: SeatAsk[], loaded: (tally: DeviceTally) => void): void {
-    const hashes = [...new Set(asks.map((ask) => ask.hash))];
+  private readTallies(table: DeviceTable, devices: Map<string, string[]>, into: Map<string, DeviceTally>): void {
+    if (devices.size === 0) return;
+    const owned = [...devices].map(([ownerId, hashes]) => ({ ownerId, hashes }));
     this.loads.push({
       statements: [
-        this.store.deviceCountStatement(table, ownerId),
-        this.store.ownedDevicesStatement(table, ownerId, hashes),
+        this.store.deviceCountStatement(table, [...devices.keys()]),
+        this.store.ownedDevicesStatement(table, owned),
       ],
-      load: ([count, owned]) => {
-        const present = this.store.fingerprintHashesOf(owned);
-        loaded({ table, ownerId, held: this.store.heldOf(count), present, read: new Set(hashes), added: [] });
+      load: ([counts, rows]) => {
+        const held = this.store.heldByOwnerOf(counts);
+        const present = this.store.deviceKeysOf(rows, table.owner);
+        for (const { ownerId, hashes } of owned) {
+          into.set(ownerId, {
+            ownerId,
+            held: held.get(ownerId) ?? 0,
+            present: new Set(hashes.filter((hash) => present.has(deviceKey(ownerId, hash)))),
+            read: new Set(hashes),
+            added: [],
+          });
+        }
       },
     });
   }
 }
 
-/** The asks whose codes have a device limit of their own, by code id. */
-function byOwnLimitCode(asks: SeatAsk[]): Map<string, SeatAsk[]> {
-  const byCode = new Map<string, SeatAsk[]>();
+function byEntitlement(ask: SeatAsk): string {
+  return ask.entitlementId;
+}
+
+/** The asks' distinct devices, by the owner whose count they are read from. */
+function devicesByOwner(asks: SeatAsk[], ownerOf: (ask: SeatAsk) => string): Map<string, string[]> {
+  const byOwner = new Map<string, Set<string>>();
   for (const ask of asks) {
-    const { code } = ask.plan;
-    if (!code.useEntitlementMaxActivations) byCode.set(code.id, [...(byCode.get(code.id) ?? []), ask]);
+    const owner = ownerOf(ask);
+    byOwner.set(owner, (byOwner.get(owner) ?? new Set()).add(ask.hash));
   }
-  return byCode;
+  return new Map([...byOwner].map(([owner, hashes]) => [owner, [...hashes]]));
 }
 
 /** Whether a device the owner does not hold yet would exceed its limit (0: none). */

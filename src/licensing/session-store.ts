@@ -85,6 +85,16 @@ export class SessionStore {
     return this.entitlements.selectStatement(`id = ?${lock ? this.forUpdate : ""}`, [entitlementId]);
   }
 
+  /** The entitlements, locked in the order of their ids (as every group takes them, so two never deadlock). */
+  entitlementsStatement(entitlementIds: string[]): Statement {
+    const where = `id IN (${placeholders(entitlementIds.length)}) ORDER BY id${this.forUpdate}`;
+    return this.entitlements.selectStatement(where, entitlementIds);
+  }
+
+  entitlementsOf(result: unknown): EntitlementRow[] {
+    return this.entitlements.hydrateAll(result);
+  }
+
   entitlementOf(result: unknown): EntitlementRow | null {
     return this.entitlements.hydrateAll(result)[0] ?? null;
   }
@@ -187,19 +197,25 @@ export class SessionStore {
    * and they end with `endSessionsStatement`.
    */
   liveSessionsOfDeviceStatement(entitlementId: string, fingerprintHash: string): Statement {
-    return this.liveSessionsOfDevicesStatement(entitlementId, [fingerprintHash]);
+    return this.liveSessionsOfDevicesStatement([{ ownerId: entitlementId, hashes: [fingerprintHash] }]);
   }
 
   /**
-   * The live sessions of these devices on an entitlement, locked, each with its device's `fingerprint_hash`
-   * (`fingerprintHashesOf` reads which devices have one).
+   * The live sessions of these devices on their entitlements, locked, each with its `entitlement_id` and
+   * `fingerprint_hash` (`deviceKeysOf` reads which devices have one where).
    */
-  liveSessionsOfDevicesStatement(entitlementId: string, fingerprintHashes: string[]): Statement {
-    const devices = fingerprintHashes.length === 1 ? "= ?" : `IN (${placeholders(fingerprintHashes.length)})`;
+  liveSessionsOfDevicesStatement(devices: OwnedDevices[]): Statement {
+    const { sql, parameters } = ownedDevicesCondition("entitlement_id", devices);
     return {
-      sql: `SELECT id, holds_floating_seat, fingerprint_hash FROM license_sessions WHERE entitlement_id = ? AND fingerprint_hash ${devices} AND state = ?${this.forUpdate}`,
-      parameters: [entitlementId, ...fingerprintHashes, SESSION_STATE.live],
+      sql: `SELECT id, holds_floating_seat, entitlement_id, fingerprint_hash FROM license_sessions WHERE (${sql}) AND state = ?${this.forUpdate}`,
+      parameters: [...parameters, SESSION_STATE.live],
     };
+  }
+
+  /** The owner and device of each row read, as `deviceKey` writes them. */
+  deviceKeysOf(result: unknown, ownerColumn: string): Set<string> {
+    const rows = result as Record<string, string>[];
+    return new Set(rows.map((row) => deviceKey(row[ownerColumn], row.fingerprint_hash)));
   }
 
   /** The ids of the sessions read, and those of them holding a floating seat. */
@@ -237,42 +253,39 @@ export class SessionStore {
 
   /** One device more in the owner's count, with `addDeviceStatement` (under the owner's lock). */
   countDeviceStatement(table: DeviceTable, ownerId: string): Statement {
-    return this.countDevicesStatement(table, ownerId, 1);
+    return this.countDevicesStatement(table, [{ ownerId, added: 1 }]);
   }
 
-  /** `added` devices more in the owner's count. */
-  countDevicesStatement(table: DeviceTable, ownerId: string, added: number): Statement {
+  /** `added` devices more in each owner's count, in one statement. */
+  countDevicesStatement(table: DeviceTable, counts: { ownerId: string; added: number }[]): Statement {
     const more =
       this.dialect === "mysql"
-        ? "ON DUPLICATE KEY UPDATE held = held + ?"
-        : `ON CONFLICT (${table.owner}) DO UPDATE SET held = held + ?`;
+        ? "ON DUPLICATE KEY UPDATE held = held + VALUES(held)"
+        : `ON CONFLICT (${table.owner}) DO UPDATE SET held = held + excluded.held`;
     return {
-      sql: `INSERT INTO ${table.counts} (${table.owner}, held) VALUES (?, ?) ${more}`,
-      parameters: [ownerId, added, added],
+      sql: `INSERT INTO ${table.counts} (${table.owner}, held) VALUES ${counts.map(() => "(?, ?)").join(", ")} ${more}`,
+      parameters: counts.flatMap(({ ownerId, added }) => [ownerId, added]),
     };
   }
 
-  /** The owner's device count; `heldOf` reads the result. */
-  deviceCountStatement(table: DeviceTable, ownerId: string): Statement {
-    return { sql: `SELECT held FROM ${table.counts} WHERE ${table.owner} = ?`, parameters: [ownerId] };
-  }
-
-  heldOf(result: unknown): number {
-    const [row] = result as { held: number | string }[];
-    return Number(row?.held ?? 0);
-  }
-
-  /** Which of these devices the owner holds; `fingerprintHashesOf` reads the result. */
-  ownedDevicesStatement(table: DeviceTable, ownerId: string, fingerprintHashes: string[]): Statement {
+  /** The owners' device counts; `heldByOwnerOf` reads the result. */
+  deviceCountStatement(table: DeviceTable, ownerIds: string[]): Statement {
     return {
-      sql: `SELECT fingerprint_hash FROM ${table.name} WHERE ${table.owner} = ? AND fingerprint_hash IN (${placeholders(fingerprintHashes.length)})`,
-      parameters: [ownerId, ...fingerprintHashes],
+      sql: `SELECT ${table.owner} AS owner_id, held FROM ${table.counts} WHERE ${table.owner} IN (${placeholders(ownerIds.length)})`,
+      parameters: ownerIds,
     };
   }
 
-  /** The `fingerprint_hash` column of a result's rows. */
-  fingerprintHashesOf(result: unknown): Set<string> {
-    return new Set((result as { fingerprint_hash: string }[]).map((row) => row.fingerprint_hash));
+  /** Each owner's count read; an owner with no row holds none. */
+  heldByOwnerOf(result: unknown): Map<string, number> {
+    const rows = result as { owner_id: string; held: number | string }[];
+    return new Map(rows.map((row) => [row.owner_id, Number(row.held)]));
+  }
+
+  /** Which of these devices their owners hold; `deviceKeysOf(result, table.owner)` reads the result. */
+  ownedDevicesStatement(table: DeviceTable, devices: OwnedDevices[]): Statement {
+    const { sql, parameters } = ownedDevicesCondition(table.owner, devices);
+    return { sql: `SELECT ${table.owner}, fingerprint_hash FROM ${table.name} WHERE ${sql}`, parameters };
   }
 
   deviceCountsOf(result: unknown): { count: number; present: boolean } {
@@ -332,13 +345,40 @@ export class SessionStore {
     ]);
   }
 
-  /** `uses` activations with the code, the first of them at `now`; `consented` when any of them accepted the terms. */
-  recordCodeUseStatement(codeId: string, consented: boolean, now: Date, uses = 1): Statement {
+  /** An activation with the code at `now`; `consented` when it accepted the terms. */
+  recordCodeUseStatement(codeId: string, consented: boolean, now: Date): Statement {
+    return this.recordCodeUsesStatement([{ codeId, consented, firstAt: now, uses: 1 }]);
+  }
+
+  /**
+   * `uses` activations with each code, the first of them at `firstAt`; `consented` when any of them accepted the
+   * terms. One statement for all the codes.
+   */
+  recordCodeUsesStatement(codeUses: CodeUses[]): Statement {
+    if (codeUses.length === 1) return this.recordOneCodeUseStatement(codeUses[0]);
+    const ids = codeUses.map((use) => use.codeId);
+    const byCode = (values: (use: CodeUses) => unknown) => ({
+      sql: `CASE id ${codeUses.map(() => "WHEN ? THEN ?").join(" ")} END`,
+      parameters: codeUses.flatMap((use) => [use.codeId, values(use)]),
+    });
+    const uses = byCode((use) => use.uses);
+    const firstAt = byCode((use) => this.date(use.firstAt));
+    const consented = byCode((use) => this.bool(use.consented));
+    return {
+      sql:
+        `UPDATE activation_codes SET activation_code_use_count = activation_code_use_count + ${uses.sql}, ` +
+        `activation_time_stamp = COALESCE(activation_time_stamp, ${firstAt.sql}), ` +
+        `user_consent = (user_consent OR ${consented.sql}) WHERE id IN (${placeholders(ids.length)})`,
+      parameters: [...uses.parameters, ...firstAt.parameters, ...consented.parameters, ...ids],
+    };
+  }
+
+  private recordOneCodeUseStatement(use: CodeUses): Statement {
     return {
       sql:
         "UPDATE activation_codes SET activation_code_use_count = activation_code_use_count + ?, " +
         "activation_time_stamp = COALESCE(activation_time_stamp, ?), user_consent = (user_consent OR ?) WHERE id = ?",
-      parameters: [uses, this.date(now), this.bool(consented), codeId],
+      parameters: [use.uses, this.date(use.firstAt), this.bool(use.consented), use.codeId],
     };
   }
 
@@ -449,4 +489,34 @@ export interface DeviceToAdd {
   fingerprint: string;
   activationCodeId: string;
   now: Date;
+}
+
+/** Devices of one owner (an entitlement, or a code with a limit of its own) that a statement looks for. */
+export interface OwnedDevices {
+  ownerId: string;
+  /** Fingerprint hashes. */
+  hashes: string[];
+}
+
+/** A code's activations, as `recordCodeUsesStatement` counts them. */
+export interface CodeUses {
+  codeId: string;
+  consented: boolean;
+  firstAt: Date;
+  uses: number;
+}
+
+/** The key of an owner's device in `deviceKeysOf`'s set. */
+export function deviceKey(ownerId: string, fingerprintHash: string): string {
+  return `${ownerId} ${fingerprintHash}`;
+}
+
+/** Rows of any of these owners' devices: one index range per owner. */
+function ownedDevicesCondition(ownerColumn: string, devices: OwnedDevices[]): Statement {
+  const ofOwner = ({ hashes }: OwnedDevices) =>
+    `(${ownerColumn} = ? AND fingerprint_hash ${hashes.length === 1 ? "= ?" : `IN (${placeholders(hashes.length)})`})`;
+  return {
+    sql: devices.map(ofOwner).join(" OR "),
+    parameters: devices.flatMap(({ ownerId, hashes }) => [ownerId, ...hashes]),
+  };
 }

@@ -6,7 +6,7 @@ import type { Statement } from "../platform/statement-batch.js";
 import { encodeResponseText } from "../server/rest/json-encoder.js";
 import { WebhookEventEntity, type WebhookEventRow } from "./entities.js";
 import { envelopeText, withTestFlag } from "./envelope.js";
-import { receiverOfProviderStatement } from "./subscription-store.js";
+import { receiverOfProviderStatement, receivingProvidersStatement } from "./subscription-store.js";
 
 /** An event to send, as the change that causes it describes it. */
 export interface EventDraft {
@@ -61,6 +61,15 @@ export class Outbox {
 
   receives(result: unknown): boolean {
     return (result as unknown[]).length > 0;
+  }
+
+  /** `receiversStatement` for several providers; `receivingOf` reads which of them receive. */
+  receivingProvidersStatement(providerIds: string[]): Statement {
+    return receivingProvidersStatement(providerIds);
+  }
+
+  receivingOf(result: unknown): Set<string> {
+    return new Set((result as { provider_id: string }[]).map((row) => row.provider_id));
   }
 
   /** The INSERT appending a few events (at most 100), for a batch of the causing transaction. */

@@ -1,5 +1,5 @@
 import type { DataSource, EntityManager } from "typeorm";
-import { SqlTable } from "../catalog/sql-table.js";
+import { placeholders, SqlTable } from "../catalog/sql-table.js";
 import { runBatch, type Statement } from "../platform/statement-batch.js";
 import { WebhookSubscriptionEntity, type WebhookSubscriptionRow } from "./entities.js";
 import { RECEIVING_CONDITION } from "./subscription-states.js";
@@ -12,6 +12,14 @@ export function receiverOfProviderStatement(providerId: string): Statement {
   return {
     sql: `SELECT 1 AS receiving FROM webhook_subscriptions WHERE provider_id = ? AND ${RECEIVING_CONDITION.sql} LIMIT 1`,
     parameters: [providerId, ...RECEIVING_CONDITION.parameters],
+  };
+}
+
+/** Which of these providers have a live subscription that receives broadcast events: one row each, for a batch. */
+export function receivingProvidersStatement(providerIds: string[]): Statement {
+  return {
+    sql: `SELECT DISTINCT provider_id FROM webhook_subscriptions WHERE provider_id IN (${placeholders(providerIds.length)}) AND ${RECEIVING_CONDITION.sql}`,
+    parameters: [...providerIds, ...RECEIVING_CONDITION.parameters],
   };
 }
 

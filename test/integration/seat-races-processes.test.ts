@@ -218,6 +218,41 @@ for (const { kind, floating } of SEAT_KINDS) {
 }
 
 test.serial(
+  `${ACTIVATIONS} racing activations over four entitlements on three processes: each one's seats exact`,
+  async (t) => {
+    const { instances } = t.context;
+    const raced = await Promise.all(
+      [true, false, true, false].map((floating) => entitlementWithCode(instances[0].baseUrl, claimPolicy(floating))),
+    );
+    // Each code's first activation on each process runs alone (its seat plan is learnt); the rest go in groups
+    // whose entitlements overlap across the processes.
+    for (const [index, { code }] of raced.entries()) {
+      for (const { baseUrl } of instances) {
+        t.is((await activate(baseUrl, { activationCode: code, fingerprint: `warm-${index}-${baseUrl}` })).status, 200);
+      }
+    }
+    const targets = spread(instances, ACTIVATIONS);
+    const outcomes = await Promise.all(
+      targets.map((baseUrl, index) =>
+        activate(baseUrl, { activationCode: raced[index % raced.length].code, fingerprint: `mixed-${index}` }).then(
+          (answer) => answer.status,
+        ),
+      ),
+    );
+    const free = SEATS - instances.length;
+    for (const [which, { entitlementId }] of raced.entries()) {
+      const mine = outcomes.filter((_, index) => index % raced.length === which);
+      t.deepEqual(
+        tally(mine.map((status) => ({ status }))),
+        { 200: free, 409: mine.length - free },
+        `entitlement ${which}`,
+      );
+      t.is((await liveSessionIds(instances[2].baseUrl, entitlementId)).length, SEATS, `entitlement ${which}`);
+    }
+  },
+);
+
+test.serial(
   `floating seats whose grace ran out are taken back exactly once by ${ACTIVATIONS} racing activations`,
   async (t) => {
     const { instances } = t.context;

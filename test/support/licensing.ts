@@ -7,31 +7,37 @@ export const sessionPath = (sessionId: string, call: "renew" | "check-in" | "rel
 export const codesPath = (entitlementId: string) =>
   `/api/v1/provision/operational/entitlement/${entitlementId}/activation-codes`;
 
-/** A product with one feature, an entitlement for it with `activationPolicy`, and one activation code. */
+/**
+ * A product with one feature, an entitlement for it with `activationPolicy`, and one activation code; `headers`
+ * go with each call (another provider's authorization, say).
+ */
 export async function entitlementWithCode(
   baseUrl: string,
   activationPolicy: Record<string, unknown>,
   code: Record<string, unknown> = { useEntitlementMaxActivations: true },
   entitlement: Record<string, unknown> = {},
+  headers: Record<string, string> = {},
 ) {
   const suffix = Math.random().toString(36).slice(2, 10);
-  const product = await rest(baseUrl, "POST", PRODUCTS, {
-    productCode: `LIC-${suffix}`,
-    productVersion: "1",
-    name: "Lic",
-  });
+  const product = await rest(
+    baseUrl,
+    "POST",
+    PRODUCTS,
+    { productCode: `LIC-${suffix}`, productVersion: "1", name: "Lic" },
+    headers,
+  );
   if (product.status !== 200) throw new Error(`product: ${JSON.stringify(product.body)}`);
-  await rest(baseUrl, "PUT", `${PRODUCTS}/${product.body.id}`, {
-    features: [{ featureCode: "export", name: "Export", value: "10", isEnabled: true }],
-  });
-  const created = await rest(baseUrl, "POST", ENTITLEMENTS, {
-    name: `Customer ${suffix}`,
-    productIds: [product.body.id],
-    activationPolicy,
-    ...entitlement,
-  });
+  const features = [{ featureCode: "export", name: "Export", value: "10", isEnabled: true }];
+  await rest(baseUrl, "PUT", `${PRODUCTS}/${product.body.id}`, { features }, headers);
+  const created = await rest(
+    baseUrl,
+    "POST",
+    ENTITLEMENTS,
+    { name: `Customer ${suffix}`, productIds: [product.body.id], activationPolicy, ...entitlement },
+    headers,
+  );
   if (created.status !== 200) throw new Error(`entitlement: ${JSON.stringify(created.body)}`);
-  const issued = await rest(baseUrl, "POST", codesPath(created.body.id), code);
+  const issued = await rest(baseUrl, "POST", codesPath(created.body.id), code, headers);
   if (issued.status !== 200) throw new Error(`code: ${JSON.stringify(issued.body)}`);
   return {
     productId: product.body.id as string,
