@@ -73,7 +73,7 @@ export interface ActivationDependencies {
   entitlementFeatures: EntitlementFeatureCache;
   /** Each entitlement's product ids (fixed at its creation): not read again once known. */
   entitlementProducts: EntitlementProductCache;
-  /** Activations of one entitlement arriving together, written in one transaction. */
+  /** Activations arriving together (of any entitlements), written in one transaction. */
   activationGroups: ActivationGroups;
 }
 
@@ -105,7 +105,7 @@ export interface Activated {
 /**
  * Activation code + device fingerprint → a session on a seat and its signed license. One transaction: the
  * entitlement's row is locked first, so the rules and the seat counts it reads hold until it commits. A code
- * whose seat plan this instance knows joins its entitlement's next group (`activateInGroup`), which runs alone
+ * whose seat plan this instance knows joins the next group of activations (`activateInGroup`), which runs alone
  * what a group does not decide. With useInteractiveUser the user's token is verified first, and the code may be
  * left out when the user's invitations name exactly one entitlement.
  */

@@ -98,34 +98,39 @@ async function groupInTransaction(
   const accepted = decisions.filter((decision): decision is Accepted => decision.kind === "accepted");
   const announced = accepted.filter(({ session }) => state.receiving.has(session.providerId));
   const events = announced.map(({ session }) => activatedEvent(entitlementOf(state, session), session, []));
-  const featureReads = unkeptFeatures(state, accepted);
+  const features = keptFeatures(state, accepted);
+  const featureReads = [...features].filter(([, kept]) => kept === undefined).map(([id]) => id);
   const writes = accepted.length === 0 ? [] : [...groupWrites(state, accepted), ...eventWrite(deps, events)];
-  const featureStatements = featureReads.map((entitlement) => deps.store.entitlementFeaturesStatement(entitlement.id));
+  const featureStatements = featureReads.map((id) => deps.store.entitlementFeaturesStatement(id));
   const written = await transaction.commitWith([...writes, ...featureStatements]);
-  const features = new Map<string, EntitlementFeatureRow[]>();
-  for (const [index, entitlement] of featureReads.entries()) {
-    features.set(entitlement.id, readFeatures(deps, entitlement, written[writes.length + index]));
+  for (const [index, id] of featureReads.entries()) {
+    const { entitlement } = state.entitlements.get(id) as LockedEntitlement;
+    features.set(id, readFeatures(deps, entitlement, written[writes.length + index]));
   }
   return decisions.map((decision) =>
-    decision.kind === "accepted" ? activatedOf(state, decision, features) : decision,
+    decision.kind === "accepted"
+      ? activatedOf(state, decision, features.get(decision.session.entitlementId) ?? [])
+      : decision,
   );
 }
 
-function activatedOf(state: GroupState, accepted: Accepted, read: Map<string, EntitlementFeatureRow[]>): GroupOutcome {
+function activatedOf(state: GroupState, accepted: Accepted, features: EntitlementFeatureRow[]): GroupOutcome {
   const { session, trial } = accepted;
   const { entitlement, facts } = state.entitlements.get(session.entitlementId) as LockedEntitlement;
-  const features =
-    read.get(entitlement.id) ?? state.deps.entitlementFeatures.get(entitlement.id, entitlement.revision) ?? [];
   const eventWritten = state.receiving.has(session.providerId);
   const activated = { session, entitlement, facts, features, trial, replaced: [], trialStarted: false, eventWritten };
   return { kind: "activated", activated };
 }
 
-/** The entitlements of accepted activations whose features are not kept for their revision. */
-function unkeptFeatures(state: GroupState, accepted: Accepted[]): EntitlementRow[] {
-  const entitlements = new Map(accepted.map(({ session }) => [session.entitlementId, entitlementOf(state, session)]));
+/** The features kept for each accepted activation's entitlement at its revision; undefined where not kept. */
+function keptFeatures(state: GroupState, accepted: Accepted[]): Map<string, EntitlementFeatureRow[] | undefined> {
   const { entitlementFeatures } = state.deps;
-  return [...entitlements.values()].filter(({ id, revision }) => !entitlementFeatures.get(id, revision));
+  const kept = new Map<string, EntitlementFeatureRow[] | undefined>();
+  for (const { session } of accepted) {
+    const { id, revision } = entitlementOf(state, session);
+    if (!kept.has(id)) kept.set(id, entitlementFeatures.get(id, revision));
+  }
+  return kept;
 }
 
 function entitlementOf(state: GroupState, session: LicenseSessionRow): EntitlementRow {
