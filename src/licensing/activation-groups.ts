@@ -16,7 +16,8 @@ const GROUPS_IN_FLIGHT = 2;
  * Activations arriving while two groups are being written are written together next, in one transaction
  * (`activateGroup`), whichever entitlements they activate: an entitlement a whole fleet activates at once takes
  * as many activations a second as the database writes groups, not transactions, and so do many entitlements
- * activated at once, each group's statements one for each kind of row whatever the number of entitlements.
+ * activated at once: a group's statements are one for each kind of row whatever the number of entitlements
+ * (once this instance keeps their products and features).
  * Under light load each activation is a group of one.
  */
 export class ActivationGroups {
@@ -33,9 +34,17 @@ export class ActivationGroups {
     return this.groups.submit(job);
   }
 
-  private write(deps: ActivationDependencies, jobs: GroupedActivation[]): Promise<GroupOutcome[]> {
+  /**
+   * A group that fails as a whole (nothing of it is stored) sends each of its activations alone, so that one
+   * entitlement's trouble answers its own activations only, not those of every entitlement grouped with it.
+   */
+  private async write(deps: ActivationDependencies, jobs: GroupedActivation[]): Promise<GroupOutcome[]> {
     this.widest = Math.max(this.widest, new Set(jobs.map((job) => job.owner.entitlementId)).size);
-    return activateGroup(deps, jobs);
+    try {
+      return await activateGroup(deps, jobs);
+    } catch {
+      return jobs.map(() => ({ kind: "alone" }));
+    }
   }
 }
 

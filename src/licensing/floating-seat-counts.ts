@@ -1,4 +1,5 @@
 import type { DataSource, EntityManager } from "typeorm";
+import { placeholders } from "../catalog/sql-table.js";
 import { type Dialect, dialectOf, forUpdate, rowDate, sqlBool, sqlLeast } from "../platform/database.js";
 import type { Statement } from "../platform/statement-batch.js";
 import type { SessionStore } from "./session-store.js";
@@ -44,9 +45,8 @@ export class FloatingSeatCounts {
 
   /** The counts of several entitlements, locked; read by `countsOf`. */
   countsStatement(entitlementIds: string[]): Statement {
-    const ids = entitlementIds.map(() => "?").join(", ");
     return {
-      sql: `SELECT entitlement_id, held, earliest_end FROM floating_seat_counts WHERE entitlement_id IN (${ids})${this.forUpdate}`,
+      sql: `SELECT entitlement_id, held, earliest_end FROM floating_seat_counts WHERE entitlement_id IN (${placeholders(entitlementIds.length)})${this.forUpdate}`,
       parameters: entitlementIds,
     };
   }
@@ -96,7 +96,10 @@ export class FloatingSeatCounts {
     };
   }
 
-  /** Writes the counts a group decided (under the entitlements' locks), in one statement. */
+  /**
+   * Writes the counts a group decided (under the entitlements' locks), in one statement. `VALUES(col)` is
+   * MariaDB's spelling of the row being inserted (MySQL 8 deprecates it for an alias, which MariaDB lacks).
+   */
   storeCountsStatement(counts: Map<string, FloatingSeatCount>): Statement {
     const stored =
       this.dialect === "mysql"

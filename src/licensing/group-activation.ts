@@ -13,17 +13,17 @@ import {
 import { codeNotFound, factsWithProducts, newSession, readFeatures, startsTrial } from "./activation-steps.js";
 import type { ActivationCodeRow, EntitlementFeatureRow, EntitlementRow, LicenseSessionRow } from "./entities.js";
 import { activatedEvent } from "./entitlement-events.js";
-import { GroupSeats, type SeatAsk } from "./group-seats.js";
+import { devicesByOwner, entitlementOfAsk, GroupSeats, type SeatAsk } from "./group-seats.js";
 import { endsAfterFirstActivation } from "./license-ends.js";
 import { codeFacts } from "./license-facts.js";
 import type { SeatPlan } from "./seat-plans.js";
-import { deviceKey, type OwnedDevices } from "./session-store.js";
+import { type CodeOwner, deviceKey } from "./session-store.js";
 
 /** One activation waiting for the next group: a presented code, no interactive user. */
 export interface GroupedActivation {
   key: string;
   /** The code's entitlement and its provider. */
-  owner: GroupOwner;
+  owner: CodeOwner;
   ask: ActivationAsk;
   /** The fingerprint's hash. */
   hash: string;
@@ -40,15 +40,10 @@ export type GroupOutcome =
   /** It needs what a group does not do, or what is not prepared yet: it runs by itself. */
   | { kind: "alone" };
 
-/** An entitlement a group activates, and its provider. */
-export interface GroupOwner {
-  entitlementId: string;
-  providerId: string;
-}
-
 interface Accepted {
   kind: "accepted";
   job: GroupedActivation;
+  locked: LockedEntitlement;
   code: ActivationCodeRow;
   session: LicenseSessionRow;
   trial: boolean;
@@ -76,7 +71,8 @@ interface GroupState {
 const ALONE = { kind: "alone" } as const;
 
 /**
- * Activations of any entitlements, in one transaction of two batches whatever their number: the entitlements
+ * Activations of any entitlements, in one transaction of two batches whatever their number (a third when a policy
+ * newly needs its products' codes): the entitlements
  * (in the order of their ids), the codes and the devices' live sessions are read and locked once, with the seat
  * counts and devices the activations' seat plans need (`GroupSeats`); each activation is decided in turn, by the
  * single activation's rules, with the seats, code uses and devices of those before it counted; then the accepted
@@ -97,44 +93,43 @@ async function groupInTransaction(
   const decisions = jobs.map((job) => decide(state, job));
   const accepted = decisions.filter((decision): decision is Accepted => decision.kind === "accepted");
   const announced = accepted.filter(({ session }) => state.receiving.has(session.providerId));
-  const events = announced.map(({ session }) => activatedEvent(entitlementOf(state, session), session, []));
-  const features = keptFeatures(state, accepted);
-  const featureReads = [...features].filter(([, kept]) => kept === undefined).map(([id]) => id);
+  const events = announced.map(({ locked, session }) => activatedEvent(locked.entitlement, session, []));
+  const features = featuresOf(deps, accepted);
   const writes = accepted.length === 0 ? [] : [...groupWrites(state, accepted), ...eventWrite(deps, events)];
-  const featureStatements = featureReads.map((id) => deps.store.entitlementFeaturesStatement(id));
+  const featureStatements = features.toRead.map(({ id }) => deps.store.entitlementFeaturesStatement(id));
   const written = await transaction.commitWith([...writes, ...featureStatements]);
-  for (const [index, id] of featureReads.entries()) {
-    const { entitlement } = state.entitlements.get(id) as LockedEntitlement;
-    features.set(id, readFeatures(deps, entitlement, written[writes.length + index]));
+  for (const [index, entitlement] of features.toRead.entries()) {
+    features.byEntitlement.set(entitlement.id, readFeatures(deps, entitlement, written[writes.length + index]));
   }
   return decisions.map((decision) =>
     decision.kind === "accepted"
-      ? activatedOf(state, decision, features.get(decision.session.entitlementId) ?? [])
+      ? activatedOf(state, decision, features.byEntitlement.get(decision.session.entitlementId) ?? [])
       : decision,
   );
 }
 
 function activatedOf(state: GroupState, accepted: Accepted, features: EntitlementFeatureRow[]): GroupOutcome {
   const { session, trial } = accepted;
-  const { entitlement, facts } = state.entitlements.get(session.entitlementId) as LockedEntitlement;
+  const { entitlement, facts } = accepted.locked;
   const eventWritten = state.receiving.has(session.providerId);
   const activated = { session, entitlement, facts, features, trial, replaced: [], trialStarted: false, eventWritten };
   return { kind: "activated", activated };
 }
 
-/** The features kept for each accepted activation's entitlement at its revision; undefined where not kept. */
-function keptFeatures(state: GroupState, accepted: Accepted[]): Map<string, EntitlementFeatureRow[] | undefined> {
-  const { entitlementFeatures } = state.deps;
-  const kept = new Map<string, EntitlementFeatureRow[] | undefined>();
-  for (const { session } of accepted) {
-    const { id, revision } = entitlementOf(state, session);
-    if (!kept.has(id)) kept.set(id, entitlementFeatures.get(id, revision));
+/**
+ * The features kept for the accepted activations' entitlements at their revisions, and the entitlements whose
+ * features are not kept: read with the commit.
+ */
+function featuresOf(deps: ActivationDependencies, accepted: Accepted[]) {
+  const byEntitlement = new Map<string, EntitlementFeatureRow[]>();
+  const toRead = new Map<string, EntitlementRow>();
+  for (const { locked } of accepted) {
+    const { entitlement } = locked;
+    const kept = deps.entitlementFeatures.get(entitlement.id, entitlement.revision);
+    if (kept) byEntitlement.set(entitlement.id, kept);
+    else toRead.set(entitlement.id, entitlement);
   }
-  return kept;
-}
-
-function entitlementOf(state: GroupState, session: LicenseSessionRow): EntitlementRow {
-  return (state.entitlements.get(session.entitlementId) as LockedEntitlement).entitlement;
+  return { byEntitlement, toRead: [...toRead.values()] };
 }
 
 /**
@@ -150,12 +145,13 @@ async function lockedGroup(
   const entitlementIds = [...new Set(jobs.map((job) => job.owner.entitlementId))].sort();
   const keptProducts = new Map(entitlementIds.map((id) => [id, deps.entitlementProducts.keptIds(id, true)]));
   const productReads = entitlementIds.filter((id) => !keptProducts.get(id));
-  const seats = new GroupSeats(store, jobs.map(seatAskOf));
+  const asks = jobs.map(seatAskOf);
+  const seats = new GroupSeats(store, asks);
   const seatReads = seats.reads();
   const [entitlementRows, codeRows, sessionRows, receiverRows, ...rest] = await transaction.run([
     store.entitlementsStatement(entitlementIds),
     activationCodesByKeysStatement(dataSource.manager, [...new Set(jobs.map((job) => job.key))], true),
-    store.liveSessionsOfDevicesStatement(devicesOnEntitlements(jobs)),
+    store.liveSessionsOfDevicesStatement(devicesByOwner(asks, entitlementOfAsk)),
     deps.events.receivingProvidersStatement([...new Set(jobs.map((job) => job.owner.providerId))]),
     ...seatReads,
     ...productReads.map((id) => store.licensedProductsStatement(id)),
@@ -182,15 +178,6 @@ async function lockedGroup(
 
 function seatAskOf(job: GroupedActivation): SeatAsk {
   return { plan: job.plan, entitlementId: job.owner.entitlementId, hash: job.hash };
-}
-
-/** Each entitlement's devices among the jobs. */
-function devicesOnEntitlements(jobs: GroupedActivation[]): OwnedDevices[] {
-  const byEntitlement = new Map<string, Set<string>>();
-  for (const { owner, hash } of jobs) {
-    byEntitlement.set(owner.entitlementId, (byEntitlement.get(owner.entitlementId) ?? new Set()).add(hash));
-  }
-  return [...byEntitlement].map(([ownerId, hashes]) => ({ ownerId, hashes: [...hashes] }));
 }
 
 /** One activation against the group's state: accepted (and counted in it), refused, or sent to run alone. */
@@ -223,7 +210,7 @@ function decide(state: GroupState, job: GroupedActivation): Decision {
     const session = newSession(deps, { ...parts, floating: claim?.isFloatingLicense ?? false }, job.clientAddress);
     countUse(code, job);
     state.busyDevices.add(device);
-    return { kind: "accepted", job, code, session, trial };
+    return { kind: "accepted", job, locked, code, session, trial };
   } catch (error) {
     return error instanceof Unprepared ? ALONE : { kind: "refused", error };
   }

@@ -11,6 +11,7 @@ import {
   type DeviceToAdd,
   deviceKey,
   ENTITLEMENT_DEVICES,
+  type OwnedDevices,
   type SessionStore,
 } from "./session-store.js";
 
@@ -53,10 +54,10 @@ export class GroupSeats {
     private readonly store: SessionStore,
     asks: SeatAsk[],
   ) {
-    const floatingIds = new Set(asks.filter(({ plan }) => plan.claim?.isFloatingLicense).map(byEntitlement));
+    const floatingIds = new Set(asks.filter(({ plan }) => plan.claim?.isFloatingLicense).map(entitlementOfAsk));
     if (floatingIds.size > 0) this.readFloating([...floatingIds]);
     const nodeLocked = asks.filter(({ plan }) => plan.claim && !plan.claim.isFloatingLicense);
-    this.readTallies(ENTITLEMENT_DEVICES, devicesByOwner(nodeLocked, byEntitlement), this.entitlementDevices);
+    this.readTallies(ENTITLEMENT_DEVICES, devicesByOwner(nodeLocked, entitlementOfAsk), this.entitlementDevices);
     const ownLimit = asks.filter(({ plan }) => !plan.code.useEntitlementMaxActivations);
     this.readTallies(
       CODE_DEVICES,
@@ -141,16 +142,9 @@ export class GroupSeats {
   private tallyWrites(table: DeviceTable, tallies: Map<string, DeviceTally>): Statement[] {
     const grown = [...tallies.values()].filter((tally) => tally.added.length > 0);
     if (grown.length === 0) return [];
-    return [
-      this.store.addDevicesStatement(
-        table,
-        grown.flatMap((tally) => tally.added),
-      ),
-      this.store.countDevicesStatement(
-        table,
-        grown.map((tally) => ({ ownerId: tally.ownerId, added: tally.added.length })),
-      ),
-    ];
+    const counts = grown.map((tally) => ({ ownerId: tally.ownerId, added: tally.added.length }));
+    const added = grown.flatMap((tally) => tally.added);
+    return [this.store.addDevicesStatement(table, added), this.store.countDevicesStatement(table, counts)];
   }
 
   private readFloating(entitlementIds: string[]): void {
@@ -163,17 +157,15 @@ export class GroupSeats {
     });
   }
 
-  private readTallies(table: DeviceTable, devices: Map<string, string[]>, into: Map<string, DeviceTally>): void {
-    if (devices.size === 0) return;
-    const owned = [...devices].map(([ownerId, hashes]) => ({ ownerId, hashes }));
+  private readTallies(table: DeviceTable, owned: OwnedDevices[], into: Map<string, DeviceTally>): void {
+    if (owned.length === 0) return;
+    const { store } = this;
+    const ownerIds = owned.map((devices) => devices.ownerId);
     this.loads.push({
-      statements: [
-        this.store.deviceCountStatement(table, [...devices.keys()]),
-        this.store.ownedDevicesStatement(table, owned),
-      ],
+      statements: [store.deviceCountStatement(table, ownerIds), store.ownedDevicesStatement(table, owned)],
       load: ([counts, rows]) => {
-        const held = this.store.heldByOwnerOf(counts);
-        const present = this.store.deviceKeysOf(rows, table.owner);
+        const held = store.heldByOwnerOf(counts);
+        const present = store.deviceKeysOf(rows, table.owner);
         for (const { ownerId, hashes } of owned) {
           into.set(ownerId, {
             ownerId,
@@ -188,18 +180,18 @@ export class GroupSeats {
   }
 }
 
-function byEntitlement(ask: SeatAsk): string {
+export function entitlementOfAsk(ask: SeatAsk): string {
   return ask.entitlementId;
 }
 
-/** The asks' distinct devices, by the owner whose count they are read from. */
-function devicesByOwner(asks: SeatAsk[], ownerOf: (ask: SeatAsk) => string): Map<string, string[]> {
+/** The asks' distinct devices, by the owner (`ownerOf`) whose rows they are looked for among. */
+export function devicesByOwner(asks: SeatAsk[], ownerOf: (ask: SeatAsk) => string): OwnedDevices[] {
   const byOwner = new Map<string, Set<string>>();
   for (const ask of asks) {
     const owner = ownerOf(ask);
     byOwner.set(owner, (byOwner.get(owner) ?? new Set()).add(ask.hash));
   }
-  return new Map([...byOwner].map(([owner, hashes]) => [owner, [...hashes]]));
+  return [...byOwner].map(([ownerId, hashes]) => ({ ownerId, hashes: [...hashes] }));
 }
 
 /** Whether a device the owner does not hold yet would exceed its limit (0: none). */

@@ -92,9 +92,10 @@ for (const database of ["MySQL", "SQLite"] as const) {
       }
       const answers = await race(
         server,
+        // Each device activates on all four entitlements: a seat on each.
         Array.from({ length: 80 }, (_, index) => ({
           activationCode: entitlements[index % 4].code,
-          fingerprint: `device-${index}`,
+          fingerprint: `device-${Math.floor(index / 4)}`,
         })),
       );
       const of = (which: number) => answers.filter((_, index) => index % 4 === which);
@@ -103,6 +104,9 @@ for (const database of ["MySQL", "SQLite"] as const) {
       t.deepEqual(tally(of(2)), { 200: 2, 409: 18 }, "the code's own device limit");
       t.deepEqual(tally(of(3)), { 200: 5, 409: 15 }, "another provider's floating seats");
       t.true(of(2).every((answer) => answer.status === 200 || answer.body.type.endsWith("device-limit-reached")));
+      for (const answer of answers.filter(({ status }) => status === 200)) {
+        t.true(JSON.stringify(licenseClaimsOf(answer.body.licenseToken)).includes("export"), "the license's features");
+      }
       const headers = (which: number): Record<string, string> =>
         which === 3 ? { authorization: other.authorization } : {};
       for (const [which, seats] of [5, 4, 3, 6].entries()) {
@@ -133,6 +137,33 @@ for (const database of ["MySQL", "SQLite"] as const) {
       }
     },
   );
+
+  test.serial(`${database}: an entitlement whose group fails answers its own activations only`, async (t) => {
+    const server = t.context.servers[database];
+    const healthy = await entitlementWithCode(server.baseUrl, FLOATING(0));
+    const broken = await entitlementWithCode(server.baseUrl, FLOATING(0));
+    for (const { code } of [healthy, broken]) {
+      t.is((await activate(server.baseUrl, { activationCode: code, fingerprint: "first" })).status, 200);
+    }
+    // A policy this build cannot read (as a newer instance might write it during an upgrade).
+    await server.app.dataSource.query("UPDATE entitlements SET activation_policy = ? WHERE id = ?", [
+      '{"notAPolicyField": true}',
+      broken.entitlementId,
+    ]);
+    const answers = await race(
+      server,
+      Array.from({ length: 40 }, (_, index) => ({
+        activationCode: [healthy, broken][index % 2].code,
+        fingerprint: `device-${index}`,
+      })),
+    );
+    t.deepEqual(tally(answers.filter((_, index) => index % 2 === 0)), { 200: 20 });
+    t.false(
+      answers.some((answer, index) => index % 2 === 1 && answer.status === 200),
+      "the unreadable policy refuses its own activations",
+    );
+    t.is(await liveSessions(server, healthy.entitlementId), 21);
+  });
 
   test.serial(
     `${database}: racing activations of one code take its floating seats exactly, each counted once`,
