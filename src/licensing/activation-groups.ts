@@ -35,8 +35,10 @@ export class ActivationGroups {
   }
 
   /**
-   * A group that fails as a whole (nothing of it is stored) sends each of its activations alone, so that one
-   * entitlement's trouble answers its own activations only, not those of every entitlement grouped with it.
+   * A group that fails as a whole (rolled back) sends each of its activations alone, so that one entitlement's
+   * trouble answers its own activations only, not those of every entitlement grouped with it. Were the failure a
+   * connection lost during the COMMIT of a group that did commit, each would activate again: its device's new
+   * session replaces the one the group made, on the same seat.
    */
   private async write(deps: ActivationDependencies, jobs: GroupedActivation[]): Promise<GroupOutcome[]> {
     this.widest = Math.max(this.widest, new Set(jobs.map((job) => job.owner.entitlementId)).size);
