@@ -293,7 +293,7 @@ async function lockedRows(
     store.entitlementStatement(entitlementId, true),
     activationCodeByKeyStatement(dataSource.manager, key, true),
     store.liveSessionsOfDeviceStatement(entitlementId, hash),
-    deps.events.receiversStatement(owner.providerId),
+    deps.events.receiversStatement([owner.providerId]),
     ...productRead,
     ...firstRead,
     ...seatReads,
@@ -309,7 +309,7 @@ async function lockedRows(
     facts.firstActivationAt = store.firstActivationOf(first);
   }
   const planned: PlannedReads | undefined = plan && { seatReads, results, readsFirstActivation: firstRead.length > 0 };
-  const receiving = deps.events.receives(receiverRows);
+  const receiving = deps.events.receivingOf(receiverRows).has(owner.providerId);
   return { entitlement, facts, code, replaced: store.deviceSessionsOf(sessionRows), planned, receiving };
 }
 
@@ -346,7 +346,7 @@ function trialStartStatement(
   return [store.storeActivationPolicyStatement(entitlementId, policyText(policy) as string, now)];
 }
 
-export async function licenseOf(deps: ActivationDependencies, activated: Activated, now: Date): Promise<License> {
+async function licenseOf(deps: ActivationDependencies, activated: Activated, now: Date): Promise<License> {
   const { session, entitlement, facts } = activated;
   const claims = licenseClaimsFor({
     entitlement,

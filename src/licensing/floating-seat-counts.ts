@@ -9,8 +9,6 @@ export interface FloatingSeatCount {
   held: number;
   /** Null when no seat is held. */
   earliestEnd: Date | null;
-  /** Whether the entitlement has a row yet (its first floating activation adds it). */
-  stored: boolean;
 }
 
 /** Whether a held seat's grace may be over at `now`: none is before the count's earliest end. */
@@ -61,8 +59,8 @@ export class FloatingSeatCounts {
 
   countOf(result: unknown): FloatingSeatCount {
     const [row] = result as { held: number | string; earliest_end: unknown }[];
-    if (!row) return { held: 0, earliestEnd: null, stored: false };
-    return { held: Number(row.held), earliestEnd: rowDate(row.earliest_end), stored: true };
+    if (!row) return { held: 0, earliestEnd: null };
+    return { held: Number(row.held), earliestEnd: rowDate(row.earliest_end) };
   }
 
   /** The sessions still holding a seat whose grace is over at `now`, locked; read by `idsOf`. */
@@ -81,26 +79,12 @@ export class FloatingSeatCounts {
     };
   }
 
-  /** Writes the count an activation decided (under the entitlement's lock). */
-  storeStatement(entitlementId: string, count: FloatingSeatCount): Statement {
-    const earliestEnd = count.earliestEnd && this.store.date(count.earliestEnd);
-    if (count.stored) {
-      return {
-        sql: "UPDATE floating_seat_counts SET held = ?, earliest_end = ? WHERE entitlement_id = ?",
-        parameters: [count.held, earliestEnd, entitlementId],
-      };
-    }
-    return {
-      sql: "INSERT INTO floating_seat_counts (entitlement_id, held, earliest_end) VALUES (?, ?, ?)",
-      parameters: [entitlementId, count.held, earliestEnd],
-    };
-  }
-
   /**
-   * Writes the counts a group decided (under the entitlements' locks), in one statement. `VALUES(col)` is
-   * MariaDB's spelling of the row being inserted (MySQL 8 deprecates it for an alias, which MariaDB lacks).
+   * Writes the counts activations decided (under the entitlements' locks), in one statement, whether or not an
+   * entitlement has its row yet. `VALUES(col)` is MariaDB's spelling of the row being inserted (MySQL 8 deprecates
+   * it for an alias, which MariaDB lacks).
    */
-  storeCountsStatement(counts: Map<string, FloatingSeatCount>): Statement {
+  storeStatement(counts: Map<string, FloatingSeatCount>): Statement {
     const stored =
       this.dialect === "mysql"
         ? "ON DUPLICATE KEY UPDATE held = VALUES(held), earliest_end = VALUES(earliest_end)"

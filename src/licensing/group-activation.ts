@@ -152,7 +152,7 @@ async function lockedGroup(
     store.entitlementsStatement(entitlementIds),
     activationCodesByKeysStatement(dataSource.manager, [...new Set(jobs.map((job) => job.key))], true),
     store.liveSessionsOfDevicesStatement(devicesByOwner(asks, entitlementOfAsk)),
-    deps.events.receivingProvidersStatement([...new Set(jobs.map((job) => job.owner.providerId))]),
+    deps.events.receiversStatement([...new Set(jobs.map((job) => job.owner.providerId))]),
     ...seatReads,
     ...productReads.map((id) => store.licensedProductsStatement(id)),
   ]);

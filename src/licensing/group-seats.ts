@@ -125,7 +125,7 @@ export class GroupSeats {
     const { store } = this;
     const floating = new Map([...this.floatingTaken].map((id) => [id, this.floating.get(id) as FloatingSeatCount]));
     return [
-      ...(floating.size > 0 ? [store.floatingSeats.storeCountsStatement(floating)] : []),
+      ...(floating.size > 0 ? [store.floatingSeats.storeStatement(floating)] : []),
       ...this.tallyWrites(ENTITLEMENT_DEVICES, this.entitlementDevices),
       ...this.tallyWrites(CODE_DEVICES, this.codeDevices),
       ...(this.recorded.length > 0 ? [store.addDevicesOnceStatement(CODE_DEVICES, this.recorded)] : []),

@@ -114,7 +114,7 @@ function floatingSeatCheck(store: SessionStore, request: SeatRequest, seats: num
       }
       const { earliestEnd } = count;
       const end = earliest(earliestEnd, graceEndsAt);
-      return [counts.storeStatement(entitlementId, { held: held + 1, earliestEnd: end, stored: count.stored })];
+      return [counts.storeStatement(new Map([[entitlementId, { held: held + 1, earliestEnd: end }]]))];
     },
   };
 }

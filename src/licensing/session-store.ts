@@ -96,7 +96,7 @@ export class SessionStore {
   }
 
   entitlementOf(result: unknown): EntitlementRow | null {
-    return this.entitlements.hydrateAll(result)[0] ?? null;
+    return this.entitlementsOf(result)[0] ?? null;
   }
 
   async findEntitlement(manager: EntityManager, entitlementId: string): Promise<EntitlementRow | null> {

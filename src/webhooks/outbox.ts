@@ -6,7 +6,7 @@ import type { Statement } from "../platform/statement-batch.js";
 import { encodeResponseText } from "../server/rest/json-encoder.js";
 import { WebhookEventEntity, type WebhookEventRow } from "./entities.js";
 import { envelopeText, withTestFlag } from "./envelope.js";
-import { receiverOfProviderStatement, receivingProvidersStatement } from "./subscription-store.js";
+import { receivingProvidersStatement } from "./subscription-store.js";
 
 /** An event to send, as the change that causes it describes it. */
 export interface EventDraft {
@@ -52,19 +52,10 @@ export class Outbox {
   }
 
   /**
-   * Reads whether the provider has a subscription that receives broadcast events, for a batch of the causing
-   * transaction; `receives` reads its result. Append the provider's broadcast events only when it does.
+   * Reads which of these providers have a subscription that receives broadcast events, for a batch of the causing
+   * transaction; `receivingOf` reads its result. Append a provider's broadcast events only when it does.
    */
-  receiversStatement(providerId: string): Statement {
-    return receiverOfProviderStatement(providerId);
-  }
-
-  receives(result: unknown): boolean {
-    return (result as unknown[]).length > 0;
-  }
-
-  /** `receiversStatement` for several providers; `receivingOf` reads which of them receive. */
-  receivingProvidersStatement(providerIds: string[]): Statement {
+  receiversStatement(providerIds: string[]): Statement {
     return receivingProvidersStatement(providerIds);
   }
 
@@ -92,12 +83,10 @@ export class Outbox {
   }
 
   private async withReceivers(manager: EntityManager, drafts: EventDraft[]): Promise<EventDraft[]> {
-    const broadcasters = new Set(drafts.filter(isBroadcast).map((draft) => draft.providerId));
-    const receiving = new Set<string>();
-    for (const providerId of broadcasters) {
-      const { sql, parameters } = this.receiversStatement(providerId);
-      if (this.receives(await manager.query(sql, parameters))) receiving.add(providerId);
-    }
+    const broadcasters = [...new Set(drafts.filter(isBroadcast).map((draft) => draft.providerId))];
+    if (broadcasters.length === 0) return drafts;
+    const { sql, parameters } = this.receiversStatement(broadcasters);
+    const receiving = this.receivingOf(await manager.query(sql, parameters));
     return drafts.filter((draft) => !isBroadcast(draft) || receiving.has(draft.providerId));
   }
 }

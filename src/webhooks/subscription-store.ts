@@ -4,17 +4,6 @@ import { runBatch, type Statement } from "../platform/statement-batch.js";
 import { WebhookSubscriptionEntity, type WebhookSubscriptionRow } from "./entities.js";
 import { RECEIVING_CONDITION } from "./subscription-states.js";
 
-/**
- * One row when the provider has a live subscription that receives broadcast events (RECEIVING_CONDITION), none
- * otherwise, for a batch.
- */
-export function receiverOfProviderStatement(providerId: string): Statement {
-  return {
-    sql: `SELECT 1 AS receiving FROM webhook_subscriptions WHERE provider_id = ? AND ${RECEIVING_CONDITION.sql} LIMIT 1`,
-    parameters: [providerId, ...RECEIVING_CONDITION.parameters],
-  };
-}
-
 /** Which of these providers have a live subscription that receives broadcast events: one row each, for a batch. */
 export function receivingProvidersStatement(providerIds: string[]): Statement {
   return {
