@@ -80,7 +80,7 @@ async function activatedEvents(server: TestServer, entitlementId: string): Promi
 
 for (const database of ["MySQL", "SQLite"] as const) {
   test.serial(
-    `${database}: racing activations over several entitlements and providers share groups, each entitlement's limits exact`,
+    `${database}: racing activations over several entitlements and providers keep each entitlement's limits exact`,
     async (t) => {
       const server = t.context.servers[database];
       const nodeLocked = { claimBasedActivation: { numberOfSeats: 4, isFloatingLicense: false } };
