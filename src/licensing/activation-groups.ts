@@ -1,7 +1,14 @@
+import { isDatabaseBusy } from "../platform/database.js";
 import { GroupCommit } from "../platform/group-commit.js";
 import type { Activated, ActivationDependencies } from "./activation.js";
 import { codeNotFound } from "./activation-steps.js";
-import { activateGroup, type GroupedActivation, type GroupOutcome } from "./group-activation.js";
+import {
+  activateGroup,
+  type GroupedActivation,
+  type GroupOutcome,
+  WAITING_FOR_EVERY_LOCK,
+} from "./group-activation.js";
+import { GroupLocks } from "./group-locks.js";
 import type { SeatPlan } from "./seat-plans.js";
 
 /** Activations one group takes at most: its statements grow with it (one row each in a few multi-row writes). */
@@ -12,6 +19,8 @@ const GROUP_SIZE = 64;
  */
 const GROUPS_IN_FLIGHT = 2;
 
+type Groups = GroupCommit<GroupedActivation, GroupOutcome>;
+
 /**
  * Activations arriving while two groups are being written are written together next, in one transaction
  * (`activateGroup`), whichever entitlements they activate: an entitlement a whole fleet activates at once takes
@@ -19,34 +28,65 @@ const GROUPS_IN_FLIGHT = 2;
  * activated at once: a group's statements are one for each kind of row whatever the number of entitlements
  * (once this instance keeps their products and features).
  * Under light load each activation is a group of one.
+ *
+ * An entitlement another transaction holds (see GroupLocks) gets a lane of its own while it has activations
+ * waiting: its groups, one at a time, wait for its lock on one connection, and the other entitlements' groups go on.
  */
 export class ActivationGroups {
-  private groups: GroupCommit<GroupedActivation, GroupOutcome> | undefined;
+  private groups: Groups | undefined;
+  private readonly lanes = new Map<string, Groups>();
+  private readonly locks = new GroupLocks();
   /** The most entitlements one group has activated on this instance. */
   widest = 0;
 
-  submit(deps: ActivationDependencies, job: GroupedActivation): Promise<GroupOutcome> {
-    this.groups ??= new GroupCommit((jobs) => this.write(deps, jobs), {
-      weigh: () => 1,
-      maxWeight: GROUP_SIZE,
-      maxInFlight: GROUPS_IN_FLIGHT,
-    });
-    return this.groups.submit(job);
+  async submit(deps: ActivationDependencies, job: GroupedActivation): Promise<GroupOutcome> {
+    if (this.lanes.has(job.owner.entitlementId)) return this.inLane(deps, job);
+    this.groups ??= new GroupCommit((jobs) => this.write(deps, jobs), groupsOf(GROUPS_IN_FLIGHT));
+    const outcome = await this.groups.submit(job);
+    return outcome.kind === "blocked" ? this.inLane(deps, job) : outcome;
   }
 
-  /**
-   * A group that fails as a whole (rolled back) sends each of its activations alone, so that one entitlement's
-   * trouble answers its own activations only, not those of every entitlement grouped with it. Were the failure a
-   * connection lost during the COMMIT of a group that did commit, each would activate again: its device's new
-   * session replaces the one the group made, on the same seat.
-   */
   private async write(deps: ActivationDependencies, jobs: GroupedActivation[]): Promise<GroupOutcome[]> {
     this.widest = Math.max(this.widest, new Set(jobs.map((job) => job.owner.entitlementId)).size);
+    const turn = await this.locks.next();
     try {
-      return await activateGroup(deps, jobs);
-    } catch {
-      return jobs.map(() => ({ kind: "alone" }));
+      return await activateOrAnswer(deps, jobs, turn.locking);
+    } finally {
+      turn.release();
     }
+  }
+
+  private inLane(deps: ActivationDependencies, job: GroupedActivation): Promise<GroupOutcome> {
+    const { entitlementId } = job.owner;
+    const lane = this.lanes.get(entitlementId) ?? new GroupCommit((jobs) => activateOrAnswer(deps, jobs), groupsOf(1));
+    this.lanes.set(entitlementId, lane);
+    return lane.submit(job).finally(() => {
+      if (lane.idle() && this.lanes.get(entitlementId) === lane) this.lanes.delete(entitlementId);
+    });
+  }
+}
+
+function groupsOf(inFlight: number) {
+  return { weigh: () => 1, maxWeight: GROUP_SIZE, maxInFlight: inFlight };
+}
+
+/**
+ * A group that fails as a whole (rolled back) sends each of its activations alone, so that one entitlement's
+ * trouble answers its own activations only, not those of every entitlement grouped with it; but when the database
+ * stayed busy (locks waited for in vain), each answers that, rather than each waiting again on a connection of its
+ * own. Were the failure a connection lost during the COMMIT of a group that did commit, each would activate again:
+ * its device's new session replaces the one the group made, on the same seat.
+ */
+async function activateOrAnswer(
+  deps: ActivationDependencies,
+  jobs: GroupedActivation[],
+  locking = WAITING_FOR_EVERY_LOCK,
+): Promise<GroupOutcome[]> {
+  try {
+    return await activateGroup(deps, jobs, locking);
+  } catch (error) {
+    const outcome: GroupOutcome = isDatabaseBusy(error) ? { kind: "refused", error } : { kind: "alone" };
+    return jobs.map(() => outcome);
   }
 }
 

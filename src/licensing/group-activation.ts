@@ -38,7 +38,9 @@ export type GroupOutcome =
   | { kind: "activated"; activated: Activated }
   | { kind: "refused"; error: unknown }
   /** It needs what a group does not do, or what is not prepared yet: it runs by itself. */
-  | { kind: "alone" };
+  | { kind: "alone" }
+  /** Its entitlement is locked elsewhere, and the group passed it over (see GroupLocking). */
+  | { kind: "blocked" };
 
 interface Accepted {
   kind: "accepted";
@@ -59,6 +61,8 @@ interface LockedEntitlement {
 /** What the group's locking reads found, changed in memory by each activation the group accepts. */
 interface GroupState {
   deps: ActivationDependencies;
+  /** The entitlements the group would have passed over had another transaction held them. */
+  passedOver: Set<string>;
   entitlements: Map<string, LockedEntitlement>;
   codes: Map<string, ActivationCodeRow>;
   seats: GroupSeats;
@@ -69,27 +73,34 @@ interface GroupState {
 }
 
 const ALONE = { kind: "alone" } as const;
+const BLOCKED = { kind: "blocked" } as const;
 
 /**
- * Activations of any entitlements, in one transaction of two batches whatever their number (a third when a policy
- * newly needs its products' codes): the entitlements
- * (in the order of their ids), the codes and the devices' live sessions are read and locked once, with the seat
- * counts and devices the activations' seat plans need (`GroupSeats`); each activation is decided in turn, by the
- * single activation's rules, with the seats, code uses and devices of those before it counted; then the accepted
- * ones are written together, one statement for each kind of row. An activation that needs more (a device
- * activating again, lapsed floating seats, time counted from the first activation, a trial starting, a user or
- * host names not prepared, a seat plan that no longer holds) is answered `alone`.
+ * Activations of any entitlements, in one transaction of three batches whatever their number (a fourth when a
+ * policy newly needs its products' codes): the entitlements are locked in the order of their ids (those held
+ * elsewhere passed over: see GroupLocking); the codes and the devices' live sessions of the entitlements held are
+ * read and locked once, with the seat counts and devices the activations' seat plans need (`GroupSeats`); each
+ * activation is decided in turn, by the single activation's rules, with the seats, code uses and devices of those
+ * before it counted; then the accepted ones are written together, one statement for each kind of row. An
+ * activation that needs more (a device activating again, lapsed floating seats, time counted from the first
+ * activation, a trial starting, a user or host names not prepared, a seat plan that no longer holds) is answered
+ * `alone`.
  */
-export function activateGroup(deps: ActivationDependencies, jobs: GroupedActivation[]): Promise<GroupOutcome[]> {
-  return inBatchedTransaction(deps.dataSource, (transaction) => groupInTransaction(deps, transaction, jobs));
+export function activateGroup(
+  deps: ActivationDependencies,
+  jobs: GroupedActivation[],
+  locking: GroupLocking,
+): Promise<GroupOutcome[]> {
+  return inBatchedTransaction(deps.dataSource, (transaction) => groupInTransaction(deps, transaction, jobs, locking));
 }
 
 async function groupInTransaction(
   deps: ActivationDependencies,
   transaction: BatchedTransaction,
   jobs: GroupedActivation[],
+  locking: GroupLocking,
 ): Promise<GroupOutcome[]> {
-  const state = await lockedGroup(deps, transaction, jobs);
+  const state = await lockedGroup(deps, transaction, jobs, locking);
   const decisions = jobs.map((job) => decide(state, job));
   const accepted = decisions.filter((decision): decision is Accepted => decision.kind === "accepted");
   const announced = accepted.filter(({ session }) => state.receiving.has(session.providerId));
@@ -133,46 +144,93 @@ function featuresOf(deps: ActivationDependencies, accepted: Accepted[]) {
 }
 
 /**
- * The group's first batch: the entitlements, their codes and the devices' live sessions locked, which providers
- * receive events, the seats' reads and the products not kept.
+ * How a group takes its entitlements' locks: it waits for those `waitsFor` names (held by this instance's group
+ * before it, which commits next) and passes over any other that another transaction holds, so that a lock held
+ * elsewhere (a stalled instance, an operator's session) holds up its own entitlement's activations only: they
+ * answer `blocked`. `locked` hears which the group holds, as soon as it holds them.
+ */
+export interface GroupLocking {
+  waitsFor(entitlementId: string): boolean;
+  locked(entitlementIds: string[]): void;
+}
+
+/** A group that waits for every lock it needs. */
+export const WAITING_FOR_EVERY_LOCK: GroupLocking = { waitsFor: () => true, locked: () => {} };
+
+/**
+ * The group's first batches: its entitlements locked (in a round trip of their own, so that nothing of an
+ * entitlement passed over is read or locked), with which providers receive events and the products not kept;
+ * then the codes and the devices' live sessions locked, and the seats' reads, of the activations whose
+ * entitlement the group holds.
  */
 async function lockedGroup(
   deps: ActivationDependencies,
   transaction: BatchedTransaction,
   jobs: GroupedActivation[],
+  locking: GroupLocking,
 ): Promise<GroupState> {
   const { store, dataSource } = deps;
-  const entitlementIds = [...new Set(jobs.map((job) => job.owner.entitlementId))].sort();
-  const keptProducts = new Map(entitlementIds.map((id) => [id, deps.entitlementProducts.keptIds(id, true)]));
-  const productReads = entitlementIds.filter((id) => !keptProducts.get(id));
-  const asks = jobs.map(seatAskOf);
+  const { rows, passedOver, receiving, products } = await lockEntitlements(deps, transaction, jobs, locking);
+  const heldIds = new Set(rows.map((row) => row.id));
+  const held = jobs.filter((job) => heldIds.has(job.owner.entitlementId));
+  const asks = held.map(seatAskOf);
   const seats = new GroupSeats(store, asks);
   const seatReads = seats.reads();
-  const [entitlementRows, codeRows, sessionRows, receiverRows, ...rest] = await transaction.run([
-    store.entitlementsStatement(entitlementIds),
-    activationCodesByKeysStatement(dataSource.manager, [...new Set(jobs.map((job) => job.key))], true),
-    store.liveSessionsOfDevicesStatement(devicesByOwner(asks, entitlementOfAsk)),
-    deps.events.receiversStatement([...new Set(jobs.map((job) => job.owner.providerId))]),
-    ...seatReads,
-    ...productReads.map((id) => store.licensedProductsStatement(id)),
-  ]);
-  seats.load(rest.slice(0, seatReads.length));
-  const productRows = new Map(productReads.map((id, index) => [id, rest[seatReads.length + index]]));
+  const [codeRows, sessionRows, ...seatRows] =
+    held.length === 0
+      ? [[], []]
+      : await transaction.run([
+          activationCodesByKeysStatement(dataSource.manager, [...new Set(held.map((job) => job.key))], true),
+          store.liveSessionsOfDevicesStatement(devicesByOwner(asks, entitlementOfAsk)),
+          ...seatReads,
+        ]);
+  seats.load(seatRows);
   const entitlements = new Map<string, LockedEntitlement>();
-  for (const entitlement of store.entitlementsOf(entitlementRows)) {
-    const products = { productRows: productRows.get(entitlement.id), keptProductIds: keptProducts.get(entitlement.id) };
-    entitlements.set(entitlement.id, {
-      entitlement,
-      facts: await factsWithProducts(deps, transaction, entitlement, products),
-    });
+  for (const entitlement of rows) {
+    const facts = await factsWithProducts(deps, transaction, entitlement, products(entitlement.id));
+    entitlements.set(entitlement.id, { entitlement, facts });
   }
   return {
     deps,
+    passedOver,
     entitlements,
     codes: new Map(activationCodesOf(dataSource.manager, codeRows).map((code) => [code.codeKey, code])),
     seats,
     busyDevices: store.deviceKeysOf(sessionRows, "entitlement_id"),
+    receiving,
+  };
+}
+
+/** The entitlements the group holds (those passed over are missing), the providers receiving events, the products. */
+async function lockEntitlements(
+  deps: ActivationDependencies,
+  transaction: BatchedTransaction,
+  jobs: GroupedActivation[],
+  locking: GroupLocking,
+) {
+  const { store } = deps;
+  const entitlementIds = [...new Set(jobs.map((job) => job.owner.entitlementId))].sort();
+  const waited = entitlementIds.filter((id) => locking.waitsFor(id));
+  const passedOver = entitlementIds.filter((id) => !locking.waitsFor(id));
+  const locks = [
+    ...(waited.length > 0 ? [store.entitlementsStatement(waited)] : []),
+    ...(passedOver.length > 0 ? [store.entitlementsStatement(passedOver, true)] : []),
+  ];
+  const keptProducts = new Map(entitlementIds.map((id) => [id, deps.entitlementProducts.keptIds(id, true)]));
+  const productReads = entitlementIds.filter((id) => !keptProducts.get(id));
+  const [receiverRows, ...rest] = await transaction.run([
+    deps.events.receiversStatement([...new Set(jobs.map((job) => job.owner.providerId))]),
+    ...locks,
+    ...productReads.map((id) => store.licensedProductsStatement(id)),
+  ]);
+  const rows = rest.slice(0, locks.length).flatMap((result) => store.entitlementsOf(result));
+  locking.locked(rows.map((row) => row.id));
+  const productRows = new Map(productReads.map((id, index) => [id, rest[locks.length + index]]));
+  return {
+    rows,
+    passedOver: new Set(passedOver),
     receiving: deps.events.receivingOf(receiverRows),
+    products: (id: string) => ({ productRows: productRows.get(id), keptProductIds: keptProducts.get(id) }),
   };
 }
 
@@ -184,6 +242,7 @@ function seatAskOf(job: GroupedActivation): SeatAsk {
 function decide(state: GroupState, job: GroupedActivation): Decision {
   const { deps } = state;
   const locked = state.entitlements.get(job.owner.entitlementId);
+  if (!locked && state.passedOver.has(job.owner.entitlementId)) return BLOCKED;
   const code = state.codes.get(job.key);
   if (!locked || !code || code.entitlementId !== locked.entitlement.id)
     return { kind: "refused", error: codeNotFound() };

@@ -7,6 +7,7 @@ import {
   type Dialect,
   dialectOf,
   forUpdate,
+  forUpdateSkipLocked,
   sqlBool,
   sqlGreatest,
   writeSerially,
@@ -57,6 +58,7 @@ export class SessionStore {
   private readonly features: SqlTable<EntitlementFeatureRow>;
   private readonly dateColumn: ColumnMetadata;
   private readonly forUpdate: string;
+  private readonly forUpdateSkipLocked: string;
   private readonly dialect: Dialect;
   private readonly codeEntitlements = new Map<string, CodeOwner>();
   readonly floatingSeats: FloatingSeatCounts;
@@ -68,6 +70,7 @@ export class SessionStore {
     this.dateColumn = this.sessions.columns.find((column) => column.propertyName === "graceEndsAt") as ColumnMetadata;
     this.dialect = dialectOf(dataSource);
     this.forUpdate = forUpdate(this.dialect);
+    this.forUpdateSkipLocked = forUpdateSkipLocked(this.dialect);
     this.floatingSeats = new FloatingSeatCounts(dataSource, this);
   }
 
@@ -85,9 +88,13 @@ export class SessionStore {
     return this.entitlements.selectStatement(`id = ?${lock ? this.forUpdate : ""}`, [entitlementId]);
   }
 
-  /** The entitlements, locked in the order of their ids (as every group takes them, so two never deadlock). */
-  entitlementsStatement(entitlementIds: string[]): Statement {
-    const where = `id IN (${placeholders(entitlementIds.length)}) ORDER BY id${this.forUpdate}`;
+  /**
+   * The entitlements, locked in the order of their ids (as every group takes them, so two never deadlock); with
+   * `skipLocked`, those another transaction holds are passed over (MySQL), not waited for.
+   */
+  entitlementsStatement(entitlementIds: string[], skipLocked = false): Statement {
+    const lock = skipLocked ? this.forUpdateSkipLocked : this.forUpdate;
+    const where = `id IN (${placeholders(entitlementIds.length)}) ORDER BY id${lock}`;
     return this.entitlements.selectStatement(where, entitlementIds);
   }
 

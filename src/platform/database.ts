@@ -263,6 +263,8 @@ export function readCommittedAlready(dataSource: DataSource): boolean {
   return readCommittedSessions.has(dataSource);
 }
 
+const DATABASE_BUSY = "database-busy";
+
 /**
  * Runs a transaction again when it was chosen as a deadlock victim (or timed out waiting for a lock), five times
  * in all, and then answers 503.
@@ -275,13 +277,18 @@ export async function retryingLockConflicts<T>(run: () => Promise<T>): Promise<T
       if (!isLockConflict(error)) throw error;
       if (attempt >= DEADLOCK_ATTEMPTS) {
         throw new DomainError("unavailable", "the database is busy with conflicting writes; try again", {
-          slug: "database-busy",
+          slug: DATABASE_BUSY,
           headers: { "retry-after": "1" },
         });
       }
       await new Promise((resolve) => setTimeout(resolve, 10 * attempt + Math.random() * 20 * attempt));
     }
   }
+}
+
+/** Whether the error is retryingLockConflicts' answer once its attempts are spent. */
+export function isDatabaseBusy(error: unknown): boolean {
+  return error instanceof DomainError && error.slug === DATABASE_BUSY;
 }
 
 function isLockConflict(error: unknown): boolean {

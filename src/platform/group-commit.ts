@@ -45,6 +45,11 @@ export class GroupCommit<Job, Result> {
     while (this.inFlight > 0 || this.waiting.length > 0) await new Promise((resolve) => setTimeout(resolve, 5));
   }
 
+  /** Whether no job waits or is being written. */
+  idle(): boolean {
+    return this.inFlight === 0 && this.waiting.length === 0;
+  }
+
   /** Resolves once the job's group is committed. */
   submit(job: Job): Promise<Result> {
     return new Promise((resolve, reject) => {

@@ -165,6 +165,54 @@ for (const database of ["MySQL", "SQLite"] as const) {
     });
   }
 
+  // Another transaction (an instance stalled mid-activation, an operator's session) holding one entitlement's row
+  // must not hold up the activations of the entitlements grouped with it, nor take a connection for each of its
+  // own waiting activations. SQLite writes one transaction at a time: nothing is held there while a group waits.
+  if (database === "MySQL") {
+    test.serial(`${database}: an entitlement locked elsewhere holds up its own activations only`, async (t) => {
+      const server = t.context.servers[database];
+      const entitlements = [];
+      for (let entitlement = 0; entitlement < 3; entitlement++) {
+        const created = await entitlementWithCode(server.baseUrl, FLOATING(0));
+        t.is((await activate(server.baseUrl, { activationCode: created.code, fingerprint: "first" })).status, 200);
+        entitlements.push(created);
+      }
+      const [held, ...free] = entitlements;
+      const holder = server.app.dataSource.createQueryRunner();
+      await holder.startTransaction();
+      await holder.query("SELECT id FROM entitlements WHERE id = ? FOR UPDATE", [held.entitlementId]);
+      let heldAnswered = 0;
+      // More than the connection pool holds: were each waiting on its own connection, none would be left.
+      const heldRace = Promise.all(
+        freshDevices(held.code, 30).map(async (body) => {
+          const answer = await activate(server.baseUrl, body);
+          heldAnswered++;
+          return answer;
+        }),
+      );
+      try {
+        const freeRace = race(
+          server,
+          Array.from({ length: 60 }, (_, index) => ({
+            activationCode: free[index % 2].code,
+            fingerprint: `free-${index}`,
+          })),
+        );
+        const untilStalled = new Promise<"stalled">((resolve) => setTimeout(() => resolve("stalled"), 20_000).unref());
+        const freeAnswers = await Promise.race([freeRace, untilStalled]);
+        t.not(freeAnswers, "stalled", "the other entitlements' activations answered while the lock was held");
+        t.is(heldAnswered, 0, "the locked entitlement's activations waited for its lock");
+        await holder.commitTransaction();
+        t.deepEqual(tally(await freeRace), { 200: 60 });
+      } finally {
+        if (holder.isTransactionActive) await holder.rollbackTransaction();
+        await holder.release();
+      }
+      t.deepEqual(tally(await heldRace), { 200: 30 });
+      t.is(await liveSessions(server, held.entitlementId), 31);
+    });
+  }
+
   test.serial(`${database}: an entitlement whose group fails answers its own activations only`, async (t) => {
     const server = t.context.servers[database];
     const healthy = await entitlementWithCode(server.baseUrl, FLOATING(0));

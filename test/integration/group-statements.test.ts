@@ -132,3 +132,34 @@ for (const database of ["MySQL", "SQLite"] as const) {
     );
   });
 }
+
+test.serial("MySQL: the entitlements' lock passes over one another transaction holds, when asked to", async (t) => {
+  const server = t.context.servers.MySQL;
+  const store = new SessionStore(server.app.dataSource);
+  const [held, free] = (await twoEntitlements(server)).entitlementIds;
+  const holder = server.app.dataSource.createQueryRunner();
+  const reader = server.app.dataSource.createQueryRunner();
+  await holder.startTransaction();
+  await reader.startTransaction();
+  try {
+    await holder.query("SELECT id FROM entitlements WHERE id = ? FOR UPDATE", [held]);
+    const { sql, parameters } = store.entitlementsStatement([held, free].sort(), true);
+    const rows = store.entitlementsOf(await reader.query(sql, parameters));
+    t.deepEqual(
+      rows.map((row) => row.id),
+      [free],
+    );
+    await t.throwsAsync(
+      holder.query("SELECT id FROM entitlements WHERE id = ? FOR UPDATE NOWAIT", [free]),
+      {
+        message: /lock/i,
+      },
+      "the row read is locked",
+    );
+  } finally {
+    await holder.rollbackTransaction();
+    await reader.rollbackTransaction();
+    await holder.release();
+    await reader.release();
+  }
+});
