@@ -40,6 +40,7 @@ import { activatedEvent } from "./entitlement-events.js";
 import type { EntitlementFeatureCache } from "./entitlement-feature-cache.js";
 import { policyText } from "./entitlement-mapper.js";
 import type { EntitlementProductCache } from "./entitlement-product-cache.js";
+import type { EntitlementTurns } from "./entitlement-turns.js";
 import { fingerprintHash } from "./license-claims.js";
 import { endsAfterFirstActivation } from "./license-ends.js";
 import { codeFacts, licenseClaimsFor } from "./license-facts.js";
@@ -75,6 +76,8 @@ export interface ActivationDependencies {
   entitlementProducts: EntitlementProductCache;
   /** Activations arriving together (of any entitlements), written in one transaction. */
   activationGroups: ActivationGroups;
+  /** Bounds the transactions of one entitlement waiting on its row lock at once. */
+  entitlementTurns: EntitlementTurns;
 }
 
 /** The fields ActivateLicense and ActivateJwt share. */
@@ -137,12 +140,16 @@ export async function activate(
   const clientAddress = context.values.get(clientAddressKey);
   const input = { key, now, clientAddress, prepared, interactive: request.useInteractiveUser, presented };
   const attempt = (plan: SeatPlan | undefined) =>
-    withPreparation(deps, prepared, clientAddress, () =>
-      inBatchedTransaction(deps.dataSource, (transaction) =>
-        // The user as prepared so far: a run again after signing in sees them.
-        activateInTransaction(deps, transaction, { ...input, plan, ask: { ...ask, user: prepared.user } }),
-      ),
-    );
+    withPreparation(deps, prepared, clientAddress, async () => {
+      const owner = await deps.store.entitlementOfCode(deps.dataSource.manager, key);
+      if (!owner) throw codeNotFound();
+      return deps.entitlementTurns.run(owner.entitlementId, () =>
+        inBatchedTransaction(deps.dataSource, (transaction) =>
+          // The user as prepared so far: a run again after signing in sees them.
+          activateInTransaction(deps, transaction, { ...input, plan, ask: { ...ask, user: prepared.user } }),
+        ),
+      );
+    });
   const alone = () =>
     attempt(deps.seatPlans.get(key)).catch((error: unknown) => {
       if (error instanceof StaleSeatPlan) return attempt(undefined);

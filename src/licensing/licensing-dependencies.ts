@@ -3,6 +3,7 @@ import type { Entitlement } from "../../gen/provision/v1/entitlement_pb.js";
 import type { CatalogRepository } from "../catalog/catalog-repository.js";
 import type { Clock } from "../platform/clock.js";
 import type { Outbox } from "../webhooks/outbox.js";
+import type { EntitlementTurns } from "./entitlement-turns.js";
 import type { SessionStore } from "./session-store.js";
 
 /** What the licensing services are built from. */
@@ -23,6 +24,8 @@ export interface LicensingDependencies {
   sessionsChanged: (...sessionIds: string[]) => Promise<void>;
   /** Webhook events, written in the transaction of the change that causes them. */
   events: Outbox;
+  /** Bounds the transactions of one entitlement waiting on its row lock at once. */
+  entitlementTurns: EntitlementTurns;
   /**
    * Fills an entitlement's own monitored assets with their live usage (metering provides it); without it they
    * show their definitions only.

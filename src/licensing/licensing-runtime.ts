@@ -15,6 +15,7 @@ import { CheckInWriter } from "./check-in-writer.js";
 import { ClientHostNames } from "./client-host-names.js";
 import { EntitlementFeatureCache } from "./entitlement-feature-cache.js";
 import { EntitlementProductCache } from "./entitlement-product-cache.js";
+import { EntitlementTurns } from "./entitlement-turns.js";
 import { LicenseKeys } from "./license-keys.js";
 import { licenseSessionVerifier } from "./license-session-verifier.js";
 import { LicenseTokens } from "./license-tokens.js";
@@ -59,6 +60,7 @@ export async function createLicensing(options: {
     store,
     sessionsChanged: (...sessionIds) => caches.sessionsChanged(...sessionIds),
     events: options.events,
+    entitlementTurns: new EntitlementTurns(),
   };
   const activation: SessionCallDependencies = {
     ...dependencies,

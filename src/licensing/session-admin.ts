@@ -59,16 +59,18 @@ export async function endSession(
   const providerId = providerOf(context);
   const { store } = deps;
   const now = deps.clock.now();
-  const { session, ended } = await inTransaction(deps.dataSource, async (manager) => {
-    const entitlement = await store.lockEntitlement(manager, entitlementId);
-    if (entitlement?.providerId !== providerId) throw notFound("entitlement", entitlementId);
-    const found = await store.findSession(manager, sessionId, true);
-    if (found?.entitlementId !== entitlementId) throw notFound("session", sessionId);
-    if (found.state !== SESSION_STATE.live) return { session: found, ended: false };
-    await store.endSession(manager, found, SESSION_STATE.ended, now);
-    if (!found.isFloating) await store.removeDevice(manager, entitlementId, found.fingerprintHash);
-    return { session: { ...found, state: SESSION_STATE.ended, endedAt: now }, ended: true };
-  });
+  const ending = () =>
+    inTransaction(deps.dataSource, async (manager) => {
+      const entitlement = await store.lockEntitlement(manager, entitlementId);
+      if (entitlement?.providerId !== providerId) throw notFound("entitlement", entitlementId);
+      const found = await store.findSession(manager, sessionId, true);
+      if (found?.entitlementId !== entitlementId) throw notFound("session", sessionId);
+      if (found.state !== SESSION_STATE.live) return { session: found, ended: false };
+      await store.endSession(manager, found, SESSION_STATE.ended, now);
+      if (!found.isFloating) await store.removeDevice(manager, entitlementId, found.fingerprintHash);
+      return { session: { ...found, state: SESSION_STATE.ended, endedAt: now }, ended: true };
+    });
+  const { session, ended } = await deps.entitlementTurns.run(entitlementId, ending);
   if (ended) await deps.sessionsChanged(sessionId);
   return create(EndSessionResponseSchema, { session: toLicenseSession(session, now) });
 }

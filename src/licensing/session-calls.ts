@@ -226,22 +226,25 @@ export async function releaseSession(
   const { sessionId, entitlementId } = sessionOfCall(request, context);
   const now = deps.clock.now();
   const { store } = deps;
-  const { releasedAt, changed } = await inTransaction(deps.dataSource, async (manager) => {
-    const entitlement = await store.lockEntitlement(manager, entitlementId);
-    const found = await store.findSession(manager, sessionId, true);
-    if (found?.state === SESSION_STATE.released && found.endedAt) return { releasedAt: found.endedAt, changed: false };
-    if (!entitlement || !found || found.state !== SESSION_STATE.live || found.entitlementId !== entitlementId) {
-      throw sessionGone(found?.state ?? SESSION_STATE.ended);
-    }
-    await store.endSession(manager, found, SESSION_STATE.released, now);
-    if (
-      !found.isFloating &&
-      sharedPolicyOf(entitlement.activationPolicy)?.claimBasedActivation?.isTransferableLicense
-    ) {
-      await store.removeDevice(manager, found.entitlementId, found.fingerprintHash);
-    }
-    return { releasedAt: now, changed: true };
-  });
+  const releasing = () =>
+    inTransaction(deps.dataSource, async (manager) => {
+      const entitlement = await store.lockEntitlement(manager, entitlementId);
+      const found = await store.findSession(manager, sessionId, true);
+      if (found?.state === SESSION_STATE.released && found.endedAt)
+        return { releasedAt: found.endedAt, changed: false };
+      if (!entitlement || !found || found.state !== SESSION_STATE.live || found.entitlementId !== entitlementId) {
+        throw sessionGone(found?.state ?? SESSION_STATE.ended);
+      }
+      await store.endSession(manager, found, SESSION_STATE.released, now);
+      if (
+        !found.isFloating &&
+        sharedPolicyOf(entitlement.activationPolicy)?.claimBasedActivation?.isTransferableLicense
+      ) {
+        await store.removeDevice(manager, found.entitlementId, found.fingerprintHash);
+      }
+      return { releasedAt: now, changed: true };
+    });
+  const { releasedAt, changed } = await deps.entitlementTurns.run(entitlementId, releasing);
   if (changed) await deps.caches.sessionsChanged(sessionId);
   return create(ReleaseSessionResponseSchema, { sessionId, released: true, releasedAt: timestampFromDate(releasedAt) });
 }

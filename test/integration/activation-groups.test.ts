@@ -1,7 +1,14 @@
 import anyTest, { type TestFn } from "ava";
 import { SubscriptionState } from "../../gen/provision/v1/webhook_pb.js";
 import { accessToken } from "../support/auth.js";
-import { activate, codesPath, ENTITLEMENTS, entitlementWithCode, licenseClaimsOf } from "../support/licensing.js";
+import {
+  activate,
+  codesPath,
+  ENTITLEMENTS,
+  entitlementWithCode,
+  licenseClaimsOf,
+  sessionCall,
+} from "../support/licensing.js";
 import { createProviderWithClient } from "../support/providers.js";
 import { rest } from "../support/rest.js";
 import { type BothDatabases, startOnBothDatabases, type TestServer } from "../support/test-server.js";
@@ -76,6 +83,38 @@ async function activatedEvents(server: TestServer, entitlementId: string): Promi
     [entitlementId],
   )) as { n: number | string }[];
   return Number(row.n);
+}
+
+/** Another transaction holding the entitlement's row lock until `release`. */
+async function lockElsewhere(server: TestServer, entitlementId: string) {
+  const holder = server.app.dataSource.createQueryRunner();
+  await holder.startTransaction();
+  await holder.query("SELECT id FROM entitlements WHERE id = ? FOR UPDATE", [entitlementId]);
+  return {
+    release: async () => {
+      await holder.commitTransaction();
+      await holder.release();
+    },
+  };
+}
+
+/** The requests, started at once, and how many have answered so far. */
+function counted<T>(requests: (() => Promise<T>)[]) {
+  let answered = 0;
+  const all = Promise.all(
+    requests.map(async (request) => {
+      const answer = await request();
+      answered++;
+      return answer;
+    }),
+  );
+  return { all, answered: () => answered };
+}
+
+/** What `work` answers, or "stalled" when it has not answered within 20 s. */
+function unlessStalled<T>(work: Promise<T>): Promise<T | "stalled"> {
+  const stalled = new Promise<"stalled">((resolve) => setTimeout(() => resolve("stalled"), 20_000).unref());
+  return Promise.race([work, stalled]);
 }
 
 for (const database of ["MySQL", "SQLite"] as const) {
@@ -167,7 +206,7 @@ for (const database of ["MySQL", "SQLite"] as const) {
 
   // Another transaction (an instance stalled mid-activation, an operator's session) holding one entitlement's row
   // must not hold up the activations of the entitlements grouped with it, nor take a connection for each of its
-  // own waiting activations. SQLite writes one transaction at a time: nothing is held there while a group waits.
+  // own waiting requests. SQLite writes one transaction at a time: nothing is held there while a group waits.
   if (database === "MySQL") {
     test.serial(`${database}: an entitlement locked elsewhere holds up its own activations only`, async (t) => {
       const server = t.context.servers[database];
@@ -178,39 +217,61 @@ for (const database of ["MySQL", "SQLite"] as const) {
         entitlements.push(created);
       }
       const [held, ...free] = entitlements;
-      const holder = server.app.dataSource.createQueryRunner();
-      await holder.startTransaction();
-      await holder.query("SELECT id FROM entitlements WHERE id = ? FOR UPDATE", [held.entitlementId]);
-      let heldAnswered = 0;
+      const lock = await lockElsewhere(server, held.entitlementId);
       // More than the connection pool holds: were each waiting on its own connection, none would be left.
-      const heldRace = Promise.all(
-        freshDevices(held.code, 30).map(async (body) => {
-          const answer = await activate(server.baseUrl, body);
-          heldAnswered++;
-          return answer;
-        }),
-      );
+      const heldRequests = counted(freshDevices(held.code, 30).map((body) => () => activate(server.baseUrl, body)));
       try {
-        const freeRace = race(
-          server,
-          Array.from({ length: 60 }, (_, index) => ({
-            activationCode: free[index % 2].code,
-            fingerprint: `free-${index}`,
-          })),
+        const freeAnswers = await unlessStalled(
+          race(
+            server,
+            Array.from({ length: 60 }, (_, index) => ({
+              activationCode: free[index % 2].code,
+              fingerprint: `f-${index}`,
+            })),
+          ),
         );
-        const untilStalled = new Promise<"stalled">((resolve) => setTimeout(() => resolve("stalled"), 20_000).unref());
-        const freeAnswers = await Promise.race([freeRace, untilStalled]);
         t.not(freeAnswers, "stalled", "the other entitlements' activations answered while the lock was held");
-        t.is(heldAnswered, 0, "the locked entitlement's activations waited for its lock");
-        await holder.commitTransaction();
-        t.deepEqual(tally(await freeRace), { 200: 60 });
+        t.is(heldRequests.answered(), 0, "the locked entitlement's activations waited for its lock");
+        if (freeAnswers !== "stalled") t.deepEqual(tally(freeAnswers), { 200: 60 });
       } finally {
-        if (holder.isTransactionActive) await holder.rollbackTransaction();
-        await holder.release();
+        await lock.release();
       }
-      t.deepEqual(tally(await heldRace), { 200: 30 });
+      t.deepEqual(tally(await heldRequests.all), { 200: 30 });
       t.is(await liveSessions(server, held.entitlementId), 31);
     });
+
+    test.serial(
+      `${database}: releases and lone activations of an entitlement locked elsewhere leave the pool to the others`,
+      async (t) => {
+        const server = t.context.servers[database];
+        const held = await entitlementWithCode(server.baseUrl, FLOATING(0));
+        const free = await entitlementWithCode(server.baseUrl, FLOATING(0));
+        t.is((await activate(server.baseUrl, { activationCode: free.code, fingerprint: "first" })).status, 200);
+        const tokens = (await race(server, freshDevices(held.code, 20))).map(({ body }) => body.licenseToken as string);
+        // A code's first activation on an instance runs alone, in a transaction of its own.
+        const newCodes: string[] = [];
+        for (let code = 0; code < 10; code++) {
+          const issued = await rest(server.baseUrl, "POST", codesPath(held.entitlementId), {
+            useEntitlementMaxActivations: true,
+          });
+          newCodes.push(issued.body.activationCode);
+        }
+        const lock = await lockElsewhere(server, held.entitlementId);
+        const heldRequests = counted([
+          ...tokens.map((token) => () => sessionCall(server.baseUrl, token, "release")),
+          ...newCodes.map((activationCode) => () => activate(server.baseUrl, { activationCode, fingerprint: "lone" })),
+        ]);
+        try {
+          const freeAnswers = await unlessStalled(race(server, freshDevices(free.code, 30)));
+          t.not(freeAnswers, "stalled", "the other entitlement's activations answered while the lock was held");
+          t.is(heldRequests.answered(), 0, "the locked entitlement's requests waited for its lock");
+        } finally {
+          await lock.release();
+        }
+        t.deepEqual(tally(await heldRequests.all), { 200: 30 });
+        t.is(await liveSessions(server, held.entitlementId), 1, "every session released; the lone device's last one");
+      },
+    );
   }
 
   test.serial(`${database}: an entitlement whose group fails answers its own activations only`, async (t) => {

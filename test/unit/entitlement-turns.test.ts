@@ -1,0 +1,46 @@
+import test from "ava";
+import { EntitlementTurns } from "../../src/licensing/entitlement-turns.js";
+
+/** A piece of work that runs until `finish` is called, recording when it started. */
+function work(started: string[], name: string) {
+  let finish = () => {};
+  const finished = new Promise<void>((resolve) => {
+    finish = resolve;
+  });
+  return {
+    run: async () => {
+      started.push(name);
+      await finished;
+      return name;
+    },
+    finish: () => finish(),
+  };
+}
+
+const turn = () => new Promise((resolve) => setImmediate(resolve));
+
+test("one entitlement's transactions run two at a time, in arrival order; another's are not held up", async (t) => {
+  const turns = new EntitlementTurns();
+  const started: string[] = [];
+  const works = ["a1", "a2", "a3", "a4"].map((name) => work(started, name));
+  const answers = works.map((each) => turns.run("a", each.run));
+  const other = work(started, "b1");
+  const otherAnswer = turns.run("b", other.run);
+  await turn();
+  t.deepEqual(started, ["a1", "a2", "b1"]);
+  works[1].finish();
+  await turn();
+  t.deepEqual(started, ["a1", "a2", "b1", "a3"]);
+  for (const each of works) each.finish();
+  other.finish();
+  t.deepEqual(await Promise.all(answers), ["a1", "a2", "a3", "a4"]);
+  t.is(await otherAnswer, "b1");
+  t.deepEqual(started, ["a1", "a2", "b1", "a3", "a4"]);
+});
+
+test("a transaction that fails hands its turn on", async (t) => {
+  const turns = new EntitlementTurns();
+  const failing = () => Promise.reject(new Error("lock wait timeout"));
+  await t.throwsAsync(Promise.all([turns.run("a", failing), turns.run("a", failing)]), { message: /lock wait/ });
+  t.is(await turns.run("a", async () => "ran"), "ran");
+});
