@@ -337,6 +337,11 @@ export function forShare(dialect: Dialect): string {
   return dialect === "mysql" ? " LOCK IN SHARE MODE" : "";
 }
 
+/** forShare passing over rows another transaction holds exclusively (MySQL 8.0.1+, MariaDB 10.6+). */
+export function forShareSkipLocked(dialect: Dialect): string {
+  return dialect === "mysql" ? `${forShare(dialect)} SKIP LOCKED` : "";
+}
+
 /** `INSERT IGNORE` (MySQL) or `INSERT OR IGNORE` (SQLite): rows whose unique key exists already are skipped. */
 export function insertIgnore(dialect: Dialect): string {
   return dialect === "mysql" ? "INSERT IGNORE" : "INSERT OR IGNORE";

@@ -18,6 +18,11 @@ export interface Grant {
 /** Recorded; or not, because its counter was rebuilt since (reserve it again). */
 export type GrantOutcome = { written: true } | { written: false; generation: number };
 
+/** Not written: its period's row is held by another transaction, and the group passed it over. */
+const PASSED_OVER = "passed over";
+type WriteOutcome = GrantOutcome | typeof PASSED_OVER;
+type Groups = GroupCommit<Grant, WriteOutcome>;
+
 export interface GrantWriterOptions {
   dataSource: DataSource;
   store: UsageStore;
@@ -36,34 +41,62 @@ export interface GrantWriterOptions {
  * arriving while a transaction is under way share the next one. A grant whose counter's generation is no longer
  * the period row's was counted by a rebuild that did not see it: it is not written, and its caller reserves again.
  * A transaction that fails gives every reservation in it back.
+ *
+ * A period whose row another transaction holds exclusively (a counter rebuild summing a long period, a top-up, an
+ * operator's session) is passed over, so that it holds up its own grants only: they wait for it in a lane of that
+ * period's own, one transaction at a time, while it has grants waiting.
  */
 export class GrantWriter {
-  private readonly groups: GroupCommit<Grant, GrantOutcome>;
+  private readonly groups: Groups;
+  private readonly lanes = new Map<string, Groups>();
 
   constructor(private readonly options: GrantWriterOptions) {
-    this.groups = new GroupCommit((grants) => this.writeGroup(grants), {
+    this.groups = this.groupsOf(options.maxInFlight ?? 2, true);
+  }
+
+  async write(grant: Grant): Promise<GrantOutcome> {
+    for (;;) {
+      const outcome = await this.submit(grant);
+      if (outcome !== PASSED_OVER) return outcome;
+      const period = periodName(grant.ref.assetId, grant.ref.periodStart);
+      if (!this.lanes.has(period)) this.lanes.set(period, this.groupsOf(1, false));
+    }
+  }
+
+  private async submit(grant: Grant): Promise<WriteOutcome> {
+    const period = periodName(grant.ref.assetId, grant.ref.periodStart);
+    const lane = this.lanes.get(period);
+    if (!lane) return this.groups.submit(grant);
+    try {
+      return await lane.submit(grant);
+    } finally {
+      if (lane.idle() && this.lanes.get(period) === lane) this.lanes.delete(period);
+    }
+  }
+
+  private groupsOf(maxInFlight: number, passOver: boolean): Groups {
+    return new GroupCommit((grants) => this.writeGroup(grants, passOver), {
       weigh: () => 1,
-      maxWeight: options.maxBatch ?? 500,
-      maxInFlight: options.maxInFlight ?? 2,
-      gatherTurns: options.gatherTurns,
+      maxWeight: this.options.maxBatch ?? 500,
+      maxInFlight,
+      gatherTurns: this.options.gatherTurns,
     });
   }
 
-  write(grant: Grant): Promise<GrantOutcome> {
-    return this.groups.submit(grant);
+  /** Resolves once every grant given so far is written (or failed), in the groups and in the lanes. */
+  async close(): Promise<void> {
+    do {
+      await this.groups.drained();
+      for (const lane of this.lanes.values()) await lane.drained();
+    } while (!this.groups.idle() || this.lanes.size > 0);
   }
 
-  /** Resolves once every grant given so far is written (or failed). */
-  close(): Promise<void> {
-    return this.groups.drained();
-  }
-
-  private async writeGroup(grants: Grant[]): Promise<GrantOutcome[]> {
-    let written: { current: Set<Grant>; generations: Map<string, number>; remember: () => void };
+  private async writeGroup(grants: Grant[], passOver: boolean): Promise<WriteOutcome[]> {
+    let written: Awaited<ReturnType<GrantWriter["writeInTransaction"]>>;
     try {
       written = await inBatchedTransaction(
         this.options.dataSource,
-        (transaction) => this.writeInTransaction(transaction, grants),
+        (transaction) => this.writeInTransaction(transaction, grants, passOver),
         { gathered: true },
       );
     } catch (error) {
@@ -72,22 +105,27 @@ export class GrantWriter {
     }
     // Committed: nothing after this point may give the reservations back.
     written.remember();
-    return grants.map((grant) =>
-      written.current.has(grant)
-        ? { written: true }
-        : { written: false, generation: generationOf(written.generations, grant.ref) },
-    );
+    return grants.map((grant) => {
+      if (written.current.has(grant)) return { written: true };
+      if (written.passedOver.has(grant)) return PASSED_OVER;
+      return { written: false, generation: generationOf(written.generations, grant.ref) };
+    });
   }
 
   /**
    * The grants whose counters' generations are current, written: the generations are read (share-locked) in one
    * batch, and the records go with the COMMIT in a second, unless a usage status may have changed (then the
-   * status events are recorded between them): two round trips on MySQL for most groups.
+   * status events are recorded between them): two round trips on MySQL for most groups. With `passOver`, a
+   * period absent from the generations read (held elsewhere, or without a row yet) is passed over: its lane reads
+   * it again, waiting.
    */
-  private async writeInTransaction(transaction: BatchedTransaction, grants: Grant[]) {
+  private async writeInTransaction(transaction: BatchedTransaction, grants: Grant[], passOver: boolean) {
     const { store, statusEvents } = this.options;
-    const [rows] = await transaction.run([store.lockGenerationsStatement(distinctPeriods(grants))]);
+    const [rows] = await transaction.run([store.lockGenerationsStatement(distinctPeriods(grants), passOver)]);
     const generations = generationsOf(rows);
+    const passedOver = new Set(
+      passOver ? grants.filter((grant) => !generations.has(periodName(grant.ref.assetId, grant.ref.periodStart))) : [],
+    );
     const current = grants.filter(
       (grant) => generations.get(periodName(grant.ref.assetId, grant.ref.periodStart)) === grant.reserved.generation,
     );
@@ -111,7 +149,7 @@ export class GrantWriter {
       await transaction.run(inserts);
       remember = await statusEvents.record(await transaction.open(), observations);
     } else await transaction.commitWith(inserts);
-    return { current: new Set(current), generations, remember };
+    return { current: new Set(current), passedOver, generations, remember };
   }
 
   private async releaseAll(grants: Grant[]): Promise<void> {

@@ -6,6 +6,7 @@ import {
   type Dialect,
   dialectOf,
   forShare,
+  forShareSkipLocked,
   forUpdate,
   insertIgnore,
   inTransaction,
@@ -148,11 +149,15 @@ export class UsageStore {
     return generationsOf(await manager.query(sql, parameters));
   }
 
-  /** lockGenerations as a statement, to run in a batch; `generationsOf` reads its rows. */
-  lockGenerationsStatement(keys: { assetId: string; periodStart: Date }[]): Statement {
+  /**
+   * lockGenerations as a statement, to run in a batch; `generationsOf` reads its rows. With `skipLocked`, a period
+   * whose row another transaction holds exclusively (a rebuild, a top-up) is absent too.
+   */
+  lockGenerationsStatement(keys: { assetId: string; periodStart: Date }[], skipLocked = false): Statement {
     const tuples = keys.map(() => "(?, ?)").join(", ");
+    const lock = skipLocked ? forShareSkipLocked(this.dialect) : forShare(this.dialect);
     return {
-      sql: `SELECT asset_id, period_start, generation FROM usage_periods WHERE (asset_id, period_start) IN (${tuples}) ORDER BY asset_id, period_start${forShare(this.dialect)}`,
+      sql: `SELECT asset_id, period_start, generation FROM usage_periods WHERE (asset_id, period_start) IN (${tuples}) ORDER BY asset_id, period_start${lock}`,
       parameters: keys.flatMap((key) => [key.assetId, sqlDate(this.dialect, key.periodStart)]),
     };
   }

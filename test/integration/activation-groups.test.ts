@@ -1,6 +1,7 @@
 import anyTest, { type TestFn } from "ava";
 import { SubscriptionState } from "../../gen/provision/v1/webhook_pb.js";
 import { accessToken } from "../support/auth.js";
+import { counted, lockElsewhere, unlessStalled } from "../support/held-locks.js";
 import {
   activate,
   codesPath,
@@ -86,35 +87,8 @@ async function activatedEvents(server: TestServer, entitlementId: string): Promi
 }
 
 /** Another transaction holding the entitlement's row lock until `release`. */
-async function lockElsewhere(server: TestServer, entitlementId: string) {
-  const holder = server.app.dataSource.createQueryRunner();
-  await holder.startTransaction();
-  await holder.query("SELECT id FROM entitlements WHERE id = ? FOR UPDATE", [entitlementId]);
-  return {
-    release: async () => {
-      await holder.commitTransaction();
-      await holder.release();
-    },
-  };
-}
-
-/** The requests, started at once, and how many have answered so far. */
-function counted<T>(requests: (() => Promise<T>)[]) {
-  let answered = 0;
-  const all = Promise.all(
-    requests.map(async (request) => {
-      const answer = await request();
-      answered++;
-      return answer;
-    }),
-  );
-  return { all, answered: () => answered };
-}
-
-/** What `work` answers, or "stalled" when it has not answered within 20 s. */
-function unlessStalled<T>(work: Promise<T>): Promise<T | "stalled"> {
-  const stalled = new Promise<"stalled">((resolve) => setTimeout(() => resolve("stalled"), 20_000).unref());
-  return Promise.race([work, stalled]);
+function lockEntitlementElsewhere(server: TestServer, entitlementId: string) {
+  return lockElsewhere(server, "SELECT id FROM entitlements WHERE id = ? FOR UPDATE", [entitlementId]);
 }
 
 for (const database of ["MySQL", "SQLite"] as const) {
@@ -217,7 +191,7 @@ for (const database of ["MySQL", "SQLite"] as const) {
         entitlements.push(created);
       }
       const [held, ...free] = entitlements;
-      const lock = await lockElsewhere(server, held.entitlementId);
+      const lock = await lockEntitlementElsewhere(server, held.entitlementId);
       // More than the connection pool holds: were each waiting on its own connection, none would be left.
       const heldRequests = counted(freshDevices(held.code, 30).map((body) => () => activate(server.baseUrl, body)));
       try {
@@ -256,7 +230,7 @@ for (const database of ["MySQL", "SQLite"] as const) {
           });
           newCodes.push(issued.body.activationCode);
         }
-        const lock = await lockElsewhere(server, held.entitlementId);
+        const lock = await lockEntitlementElsewhere(server, held.entitlementId);
         const heldRequests = counted([
           ...tokens.map((token) => () => sessionCall(server.baseUrl, token, "release")),
           ...newCodes.map((activationCode) => () => activate(server.baseUrl, { activationCode, fingerprint: "lone" })),

@@ -1,4 +1,5 @@
 import anyTest, { type TestFn } from "ava";
+import { counted, lockElsewhere, unlessStalled } from "../support/held-locks.js";
 import {
   API_CALLS,
   CREDITS,
@@ -93,6 +94,36 @@ test.serial(
     t.like(after.body, { granted: true, currentValue: 50 });
   },
 );
+
+// A period's row held by another transaction (a rebuild summing a long period, a top-up, an operator's session)
+// must hold up that period's grants only, not every asset's grants that the instance writes in groups.
+test.serial("a period locked elsewhere holds up its own pre-allocations only", async (t) => {
+  const [server] = t.context.servers;
+  const held = await sessionsOnEveryInstance([server], [API_CALLS]);
+  const free = await sessionsOnEveryInstance([server], [API_CALLS]);
+  for (const { sessions } of [held, free]) {
+    t.true((await preallocate(server.baseUrl, sessions[0], "api-calls", 1)).body.granted);
+  }
+  const lock = await lockElsewhere(server, "SELECT * FROM usage_periods WHERE entitlement_id = ? FOR UPDATE", [
+    held.entitlement.entitlementId,
+  ]);
+  const heldGrants = counted(
+    Array.from({ length: 20 }, () => () => preallocate(server.baseUrl, held.sessions[0], "api-calls", 1)),
+  );
+  try {
+    const freeGrants = await unlessStalled(
+      Promise.all(Array.from({ length: 40 }, () => preallocate(server.baseUrl, free.sessions[0], "api-calls", 1))),
+    );
+    t.not(freeGrants, "stalled", "the other asset's pre-allocations answered while the period was held");
+    t.is(heldGrants.answered(), 0, "the held period's pre-allocations waited for it");
+    if (freeGrants !== "stalled") t.true(freeGrants.every((answer) => answer.body.granted));
+  } finally {
+    await lock.release();
+  }
+  t.true((await heldGrants.all).every((answer) => answer.body.granted));
+  t.deepEqual(await recorded(server, held.entitlement.entitlementId), { count: 21, totalMicro: 21_000_000 });
+  t.deepEqual(await recorded(server, free.entitlement.entitlementId), { count: 41, totalMicro: 41_000_000 });
+});
 
 test.serial("the same batch sent to three instances at once is counted once", async (t) => {
   const { servers } = t.context;
