@@ -1,10 +1,12 @@
 import { isDatabaseBusy } from "../platform/database.js";
 import { GroupCommit } from "../platform/group-commit.js";
+import { KeyedTurns } from "../platform/keyed-turns.js";
 import type { Activated, ActivationDependencies } from "./activation.js";
 import { codeNotFound } from "./activation-steps.js";
 import {
   activateGroup,
   type GroupedActivation,
+  type GroupLocking,
   type GroupOutcome,
   WAITING_FOR_EVERY_LOCK,
 } from "./group-activation.js";
@@ -18,6 +20,9 @@ const GROUP_SIZE = 64;
  * database and takes it as the first commits, with no round trip to the service between them.
  */
 const GROUPS_IN_FLIGHT = 2;
+/** Lanes writing at once on an instance, whatever the number of entitlements held elsewhere (see ActivationGroups). */
+const LANES_AT_ONCE = 2;
+const LANES = "lanes";
 
 type Groups = GroupCommit<GroupedActivation, GroupOutcome>;
 
@@ -31,11 +36,13 @@ type Groups = GroupCommit<GroupedActivation, GroupOutcome>;
  *
  * An entitlement another transaction holds (see GroupLocks) gets a lane of its own while it has activations
  * waiting: its groups, one at a time, wait for its lock on one connection, and the other entitlements' groups go on.
+ * However many entitlements are held elsewhere, their lanes wait on two connections in all.
  */
 export class ActivationGroups {
   private groups: Groups | undefined;
   private readonly lanes = new Map<string, Groups>();
   private readonly locks = new GroupLocks();
+  private readonly laneTurns = new KeyedTurns(LANES_AT_ONCE);
   /** The most entitlements one group has activated on this instance. */
   widest = 0;
 
@@ -50,7 +57,7 @@ export class ActivationGroups {
     this.widest = Math.max(this.widest, new Set(jobs.map((job) => job.owner.entitlementId)).size);
     const turn = await this.locks.next();
     try {
-      return await activateOrAnswer(deps, jobs, turn.locking);
+      return await activateOrAlone(deps, jobs, turn.locking);
     } finally {
       turn.release();
     }
@@ -58,7 +65,9 @@ export class ActivationGroups {
 
   private inLane(deps: ActivationDependencies, job: GroupedActivation): Promise<GroupOutcome> {
     const { entitlementId } = job.owner;
-    const lane = this.lanes.get(entitlementId) ?? new GroupCommit((jobs) => activateOrAnswer(deps, jobs), groupsOf(1));
+    const lane =
+      this.lanes.get(entitlementId) ??
+      new GroupCommit((jobs) => this.laneTurns.run(LANES, () => activateInLane(deps, jobs)), groupsOf(1));
     this.lanes.set(entitlementId, lane);
     return lane.submit(job).finally(() => {
       if (lane.idle() && this.lanes.get(entitlementId) === lane) this.lanes.delete(entitlementId);
@@ -72,18 +81,29 @@ function groupsOf(inFlight: number) {
 
 /**
  * A group that fails as a whole (rolled back) sends each of its activations alone, so that one entitlement's
- * trouble answers its own activations only, not those of every entitlement grouped with it; but when the database
- * stayed busy (locks waited for in vain), each answers that, rather than each waiting again on a connection of its
- * own. Were the failure a connection lost during the COMMIT of a group that did commit, each would activate again:
- * its device's new session replaces the one the group made, on the same seat.
+ * trouble answers its own activations only, not those of every entitlement grouped with it (alone, each waits its
+ * entitlement's turn: see KeyedTurns). Were the failure a connection lost during the COMMIT of a group that did
+ * commit, each would activate again: its device's new session replaces the one the group made, on the same seat.
  */
-async function activateOrAnswer(
+async function activateOrAlone(
   deps: ActivationDependencies,
   jobs: GroupedActivation[],
-  locking = WAITING_FOR_EVERY_LOCK,
+  locking: GroupLocking,
 ): Promise<GroupOutcome[]> {
   try {
     return await activateGroup(deps, jobs, locking);
+  } catch {
+    return jobs.map(() => ({ kind: "alone" }));
+  }
+}
+
+/**
+ * A lane's group (one entitlement): as activateOrAlone, but when its lock stayed held through every attempt each
+ * activation answers that (503), rather than wait for it again alone.
+ */
+async function activateInLane(deps: ActivationDependencies, jobs: GroupedActivation[]): Promise<GroupOutcome[]> {
+  try {
+    return await activateGroup(deps, jobs, WAITING_FOR_EVERY_LOCK);
   } catch (error) {
     const outcome: GroupOutcome = isDatabaseBusy(error) ? { kind: "refused", error } : { kind: "alone" };
     return jobs.map(() => outcome);

@@ -30,7 +30,9 @@ export class GroupLocks {
       this.count(holding, 1);
       taken();
     };
-    const locking = { waitsFor: (id: string) => this.held.has(id), locked: hold };
+    // A group run again (after a deadlock) does not wait for the rows its rolled-back run held.
+    const heldByOthers = (id: string) => (this.held.get(id) ?? 0) > (holding.includes(id) ? 1 : 0);
+    const locking = { waitsFor: heldByOthers, locked: hold };
     return { locking, release: () => hold([]) };
   }
 

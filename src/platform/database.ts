@@ -77,6 +77,8 @@ function mysqlModuleOf(source: DataSource): SqlEscaper {
 
 /** Data sources whose pooled connections run every transaction at READ COMMITTED already. */
 const readCommittedSessions = new WeakSet<DataSource>();
+/** MySQL data sources whose server is MariaDB (read when they connect): some locking clauses are spelled apart. */
+const mariaDbSources = new WeakSet<DataSource>();
 const READ_COMMITTED_SESSION = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED";
 
 interface PooledConnection {
@@ -102,6 +104,8 @@ class ReadCommittedDataSource extends DataSource {
       });
     });
     readCommittedSessions.add(this);
+    const [server] = (await this.query("SELECT VERSION() AS version")) as { version: string }[];
+    if (isMariaDb(server.version)) mariaDbSources.add(this);
     return this;
   }
 }
@@ -337,9 +341,22 @@ export function forShare(dialect: Dialect): string {
   return dialect === "mysql" ? " LOCK IN SHARE MODE" : "";
 }
 
-/** forShare passing over rows another transaction holds exclusively (MySQL 8.0.1+, MariaDB 10.6+). */
-export function forShareSkipLocked(dialect: Dialect): string {
-  return dialect === "mysql" ? `${forShare(dialect)} SKIP LOCKED` : "";
+/**
+ * A share lock passing over rows another transaction holds exclusively: MariaDB (10.6+) reads only `LOCK IN SHARE
+ * MODE SKIP LOCKED`, MySQL (8.0.1+) only `FOR SHARE SKIP LOCKED`; none on SQLite.
+ */
+export function forShareSkipLocked(dataSource: DataSource): string {
+  if (dialectOf(dataSource) !== "mysql") return "";
+  return shareSkipLockedOn(mariaDbSources.has(dataSource) ? "mariadb" : "mysql");
+}
+
+export function shareSkipLockedOn(server: "mariadb" | "mysql"): string {
+  return server === "mariadb" ? " LOCK IN SHARE MODE SKIP LOCKED" : " FOR SHARE SKIP LOCKED";
+}
+
+/** Whether a server's `VERSION()` names MariaDB (`10.11.19-MariaDB-0+deb12u1`; MySQL's is `8.0.36`). */
+export function isMariaDb(version: string): boolean {
+  return /mariadb/i.test(version);
 }
 
 /** `INSERT IGNORE` (MySQL) or `INSERT OR IGNORE` (SQLite): rows whose unique key exists already are skipped. */

@@ -1,5 +1,6 @@
 import type { DataSource } from "typeorm";
 import { GroupCommit } from "../platform/group-commit.js";
+import { KeyedTurns } from "../platform/keyed-turns.js";
 import type { Logger } from "../platform/logger.js";
 import { type BatchedTransaction, inBatchedTransaction } from "../platform/statement-batch.js";
 import type { UsageMeters } from "../platform/usage-meters.js";
@@ -22,6 +23,9 @@ export type GrantOutcome = { written: true } | { written: false; generation: num
 const PASSED_OVER = "passed over";
 type WriteOutcome = GrantOutcome | typeof PASSED_OVER;
 type Groups = GroupCommit<Grant, WriteOutcome>;
+/** Lanes writing at once, however many periods are held elsewhere. */
+const LANES_AT_ONCE = 2;
+const LANES = "lanes";
 
 export interface GrantWriterOptions {
   dataSource: DataSource;
@@ -44,11 +48,12 @@ export interface GrantWriterOptions {
  *
  * A period whose row another transaction holds exclusively (a counter rebuild summing a long period, a top-up, an
  * operator's session) is passed over, so that it holds up its own grants only: they wait for it in a lane of that
- * period's own, one transaction at a time, while it has grants waiting.
+ * period's own, one transaction at a time, while it has grants waiting (two lanes at a time on an instance).
  */
 export class GrantWriter {
   private readonly groups: Groups;
   private readonly lanes = new Map<string, Groups>();
+  private readonly laneTurns = new KeyedTurns(LANES_AT_ONCE);
 
   constructor(private readonly options: GrantWriterOptions) {
     this.groups = this.groupsOf(options.maxInFlight ?? 2, true);
@@ -75,7 +80,9 @@ export class GrantWriter {
   }
 
   private groupsOf(maxInFlight: number, passOver: boolean): Groups {
-    return new GroupCommit((grants) => this.writeGroup(grants, passOver), {
+    const write = (grants: Grant[]) =>
+      passOver ? this.writeGroup(grants, true) : this.laneTurns.run(LANES, () => this.writeGroup(grants, false));
+    return new GroupCommit(write, {
       weigh: () => 1,
       maxWeight: this.options.maxBatch ?? 500,
       maxInFlight,

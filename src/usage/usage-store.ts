@@ -155,7 +155,7 @@ export class UsageStore {
    */
   lockGenerationsStatement(keys: { assetId: string; periodStart: Date }[], skipLocked = false): Statement {
     const tuples = keys.map(() => "(?, ?)").join(", ");
-    const lock = skipLocked ? forShareSkipLocked(this.dialect) : forShare(this.dialect);
+    const lock = skipLocked ? forShareSkipLocked(this.dataSource) : forShare(this.dialect);
     return {
       sql: `SELECT asset_id, period_start, generation FROM usage_periods WHERE (asset_id, period_start) IN (${tuples}) ORDER BY asset_id, period_start${lock}`,
       parameters: keys.flatMap((key) => [key.assetId, sqlDate(this.dialect, key.periodStart)]),

@@ -221,7 +221,9 @@ for (const database of ["MySQL", "SQLite"] as const) {
         const held = await entitlementWithCode(server.baseUrl, FLOATING(0));
         const free = await entitlementWithCode(server.baseUrl, FLOATING(0));
         t.is((await activate(server.baseUrl, { activationCode: free.code, fingerprint: "first" })).status, 200);
-        const tokens = (await race(server, freshDevices(held.code, 20))).map(({ body }) => body.licenseToken as string);
+        const activated = await race(server, freshDevices(held.code, 20));
+        t.deepEqual(tally(activated), { 200: 20 });
+        const tokens = activated.map(({ body }) => body.licenseToken as string);
         // A code's first activation on an instance runs alone, in a transaction of its own.
         const newCodes: string[] = [];
         for (let code = 0; code < 10; code++) {
@@ -239,6 +241,7 @@ for (const database of ["MySQL", "SQLite"] as const) {
           const freeAnswers = await unlessStalled(race(server, freshDevices(free.code, 30)));
           t.not(freeAnswers, "stalled", "the other entitlement's activations answered while the lock was held");
           t.is(heldRequests.answered(), 0, "the locked entitlement's requests waited for its lock");
+          if (freeAnswers !== "stalled") t.deepEqual(tally(freeAnswers), { 200: 30 });
         } finally {
           await lock.release();
         }

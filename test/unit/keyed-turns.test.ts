@@ -1,5 +1,5 @@
 import test from "ava";
-import { EntitlementTurns } from "../../src/licensing/entitlement-turns.js";
+import { KeyedTurns } from "../../src/platform/keyed-turns.js";
 
 /** A piece of work that runs until `finish` is called, recording when it started. */
 function work(started: string[], name: string) {
@@ -20,7 +20,7 @@ function work(started: string[], name: string) {
 const turn = () => new Promise((resolve) => setImmediate(resolve));
 
 test("one entitlement's transactions run two at a time, in arrival order; another's are not held up", async (t) => {
-  const turns = new EntitlementTurns();
+  const turns = new KeyedTurns(2);
   const started: string[] = [];
   const works = ["a1", "a2", "a3", "a4"].map((name) => work(started, name));
   const answers = works.map((each) => turns.run("a", each.run));
@@ -39,7 +39,7 @@ test("one entitlement's transactions run two at a time, in arrival order; anothe
 });
 
 test("a transaction that fails hands its turn on", async (t) => {
-  const turns = new EntitlementTurns();
+  const turns = new KeyedTurns(2);
   const failing = () => Promise.reject(new Error("lock wait timeout"));
   await t.throwsAsync(Promise.all([turns.run("a", failing), turns.run("a", failing)]), { message: /lock wait/ });
   t.is(await turns.run("a", async () => "ran"), "ran");
