@@ -1,6 +1,6 @@
 import { isDatabaseBusy } from "../platform/database.js";
 import { GroupCommit } from "../platform/group-commit.js";
-import { KeyedTurns } from "../platform/keyed-turns.js";
+import { Lanes } from "../platform/lanes.js";
 import type { Activated, ActivationDependencies } from "./activation.js";
 import { codeNotFound } from "./activation-steps.js";
 import {
@@ -22,7 +22,6 @@ const GROUP_SIZE = 64;
 const GROUPS_IN_FLIGHT = 2;
 /** Lanes writing at once on an instance, whatever the number of entitlements held elsewhere (see ActivationGroups). */
 const LANES_AT_ONCE = 2;
-const LANES = "lanes";
 
 type Groups = GroupCommit<GroupedActivation, GroupOutcome>;
 
@@ -40,17 +39,18 @@ type Groups = GroupCommit<GroupedActivation, GroupOutcome>;
  */
 export class ActivationGroups {
   private groups: Groups | undefined;
-  private readonly lanes = new Map<string, Groups>();
+  private lanes: Lanes<GroupedActivation, GroupOutcome> | undefined;
   private readonly locks = new GroupLocks();
-  private readonly laneTurns = new KeyedTurns(LANES_AT_ONCE);
   /** The most entitlements one group has activated on this instance. */
   widest = 0;
 
   async submit(deps: ActivationDependencies, job: GroupedActivation): Promise<GroupOutcome> {
-    if (this.lanes.has(job.owner.entitlementId)) return this.inLane(deps, job);
-    this.groups ??= new GroupCommit((jobs) => this.write(deps, jobs), groupsOf(GROUPS_IN_FLIGHT));
+    this.groups ??= new GroupCommit((jobs) => this.write(deps, jobs), { ...GROUPS, maxInFlight: GROUPS_IN_FLIGHT });
+    this.lanes ??= new Lanes((jobs) => activateInLane(deps, jobs), GROUPS, LANES_AT_ONCE);
+    const { entitlementId } = job.owner;
+    if (this.lanes.has(entitlementId)) return this.lanes.submit(entitlementId, job);
     const outcome = await this.groups.submit(job);
-    return outcome.kind === "blocked" ? this.inLane(deps, job) : outcome;
+    return outcome.kind === "blocked" ? this.lanes.submit(entitlementId, job) : outcome;
   }
 
   private async write(deps: ActivationDependencies, jobs: GroupedActivation[]): Promise<GroupOutcome[]> {
@@ -62,22 +62,9 @@ export class ActivationGroups {
       turn.release();
     }
   }
-
-  private inLane(deps: ActivationDependencies, job: GroupedActivation): Promise<GroupOutcome> {
-    const { entitlementId } = job.owner;
-    const lane =
-      this.lanes.get(entitlementId) ??
-      new GroupCommit((jobs) => this.laneTurns.run(LANES, () => activateInLane(deps, jobs)), groupsOf(1));
-    this.lanes.set(entitlementId, lane);
-    return lane.submit(job).finally(() => {
-      if (lane.idle() && this.lanes.get(entitlementId) === lane) this.lanes.delete(entitlementId);
-    });
-  }
 }
 
-function groupsOf(inFlight: number) {
-  return { weigh: () => 1, maxWeight: GROUP_SIZE, maxInFlight: inFlight };
-}
+const GROUPS = { weigh: () => 1, maxWeight: GROUP_SIZE };
 
 /**
  * A group that fails as a whole (rolled back) sends each of its activations alone, so that one entitlement's

@@ -1,6 +1,6 @@
 import type { DataSource } from "typeorm";
 import { GroupCommit } from "../platform/group-commit.js";
-import { KeyedTurns } from "../platform/keyed-turns.js";
+import { Lanes } from "../platform/lanes.js";
 import type { Logger } from "../platform/logger.js";
 import { type BatchedTransaction, inBatchedTransaction } from "../platform/statement-batch.js";
 import type { UsageMeters } from "../platform/usage-meters.js";
@@ -25,7 +25,6 @@ type WriteOutcome = GrantOutcome | typeof PASSED_OVER;
 type Groups = GroupCommit<Grant, WriteOutcome>;
 /** Lanes writing at once, however many periods are held elsewhere. */
 const LANES_AT_ONCE = 2;
-const LANES = "lanes";
 
 export interface GrantWriterOptions {
   dataSource: DataSource;
@@ -52,50 +51,34 @@ export interface GrantWriterOptions {
  */
 export class GrantWriter {
   private readonly groups: Groups;
-  private readonly lanes = new Map<string, Groups>();
-  private readonly laneTurns = new KeyedTurns(LANES_AT_ONCE);
+  private readonly lanes: Lanes<Grant, WriteOutcome>;
 
   constructor(private readonly options: GrantWriterOptions) {
-    this.groups = this.groupsOf(options.maxInFlight ?? 2, true);
-  }
-
-  async write(grant: Grant): Promise<GrantOutcome> {
-    for (;;) {
-      const outcome = await this.submit(grant);
-      if (outcome !== PASSED_OVER) return outcome;
-      const period = periodName(grant.ref.assetId, grant.ref.periodStart);
-      if (!this.lanes.has(period)) this.lanes.set(period, this.groupsOf(1, false));
-    }
-  }
-
-  private async submit(grant: Grant): Promise<WriteOutcome> {
-    const period = periodName(grant.ref.assetId, grant.ref.periodStart);
-    const lane = this.lanes.get(period);
-    if (!lane) return this.groups.submit(grant);
-    try {
-      return await lane.submit(grant);
-    } finally {
-      if (lane.idle() && this.lanes.get(period) === lane) this.lanes.delete(period);
-    }
-  }
-
-  private groupsOf(maxInFlight: number, passOver: boolean): Groups {
-    const write = (grants: Grant[]) =>
-      passOver ? this.writeGroup(grants, true) : this.laneTurns.run(LANES, () => this.writeGroup(grants, false));
-    return new GroupCommit(write, {
-      weigh: () => 1,
-      maxWeight: this.options.maxBatch ?? 500,
-      maxInFlight,
-      gatherTurns: this.options.gatherTurns,
+    const groups = { weigh: () => 1, maxWeight: options.maxBatch ?? 500, gatherTurns: options.gatherTurns };
+    this.groups = new GroupCommit((grants) => this.writeGroup(grants, true), {
+      ...groups,
+      maxInFlight: options.maxInFlight ?? 2,
     });
+    this.lanes = new Lanes((grants) => this.writeGroup(grants, false), groups, LANES_AT_ONCE);
+  }
+
+  /** A lane never passes a grant over: the second turn of the loop is its last. */
+  async write(grant: Grant): Promise<GrantOutcome> {
+    const period = periodName(grant.ref.assetId, grant.ref.periodStart);
+    let inLane = this.lanes.has(period);
+    for (;;) {
+      const outcome = inLane ? await this.lanes.submit(period, grant) : await this.groups.submit(grant);
+      if (outcome !== PASSED_OVER) return outcome;
+      inLane = true;
+    }
   }
 
   /** Resolves once every grant given so far is written (or failed), in the groups and in the lanes. */
   async close(): Promise<void> {
     do {
       await this.groups.drained();
-      for (const lane of this.lanes.values()) await lane.drained();
-    } while (!this.groups.idle() || this.lanes.size > 0);
+      await this.lanes.drained();
+    } while (!this.groups.idle());
   }
 
   private async writeGroup(grants: Grant[], passOver: boolean): Promise<WriteOutcome[]> {
