@@ -23,12 +23,21 @@ const MAX_ATTEMPTS = 8;
 /** Some items of the batch were recorded before: look them up and record the others. */
 class HasDuplicates extends Error {}
 
+/** A period's row is held by another transaction: wait for it, in the entitlement's turn. */
+class PeriodsHeld extends Error {}
+
 /** These counters are missing (or of another generation): rebuild them and write again. */
 class CountersMissing extends Error {
   /** Each counter with the database's generation of it (-1: its period has no row yet). */
   constructor(readonly refs: { ref: MeterRef; generation: number }[]) {
     super("usage counters to rebuild");
   }
+}
+
+/** How an attempt writes: looking up earlier records of the batch first; waiting for held periods. */
+interface Attempt {
+  checkDuplicates: boolean;
+  waitForPeriods: boolean;
 }
 
 interface Reservation {
@@ -49,17 +58,19 @@ export async function recordUsageTransactions(
 ): Promise<RecordUsageTransactionsResponse> {
   const { sessionId, entitlementId } = await liveSessionOfCall(deps.sessions, request.sessionId, context);
   const usage = await entitlementUsageOf(deps, entitlementId);
-  let checkDuplicates = false;
+  const attempt: Attempt = { checkDuplicates: false, waitForPeriods: false };
   let toRebuild: { ref: MeterRef; generation: number }[] = [];
-  for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
+  for (let attempts = 1; attempts <= MAX_ATTEMPTS; attempts++) {
     try {
       await Promise.all(toRebuild.map(({ ref, generation }) => deps.counters.awaitGeneration(ref, generation)));
       toRebuild = [];
       const items = await usageItemsOf(deps.counters, usage, sessionId, request.events, deps.clock.now());
-      const counts = await writeBatch(deps, usage, sessionId, items, checkDuplicates);
+      const write = () => writeBatch(deps, usage, sessionId, items, attempt);
+      const counts = attempt.waitForPeriods ? await deps.heldPeriodTurns.run(entitlementId, write) : await write();
       return create(RecordUsageTransactionsResponseSchema, counts);
     } catch (error) {
-      if (error instanceof HasDuplicates || isUniqueViolation(error)) checkDuplicates = true;
+      if (error instanceof HasDuplicates || isUniqueViolation(error)) attempt.checkDuplicates = true;
+      else if (error instanceof PeriodsHeld) attempt.waitForPeriods = true;
       else if (error instanceof CountersMissing) toRebuild = error.refs;
       else if (error instanceof BalancePeriodMoved) forgetBalances(deps, usage);
       else throw error;
@@ -73,7 +84,7 @@ async function writeBatch(
   usage: EntitlementUsage,
   sessionId: string,
   items: UsageItem[],
-  checkDuplicates: boolean,
+  { checkDuplicates, waitForPeriods }: Attempt,
 ): Promise<{ acceptedCount: number; duplicateCount: number }> {
   const now = deps.clock.now();
   let reservations: Reservation[] = [];
@@ -88,7 +99,7 @@ async function writeBatch(
       const rows = fresh.map((item) => recordOf(usage, sessionId, item, now));
       const stored = await deps.store.insertRecords(manager, rows, !checkDuplicates);
       if (stored !== rows.length) throw new HasDuplicates();
-      reservations = await reserveAll(deps, manager, fresh);
+      reservations = await reserveAll(deps, manager, fresh, waitForPeriods);
       remember = await deps.statusEvents.record(
         manager,
         reservations.map(({ ref, reserved }) => ({
@@ -125,16 +136,25 @@ async function unrecorded(
 
 /**
  * Reserves each counter's share of the items, at the generation share-locked in this transaction; throws the
- * refusal of the first counter that refuses, after giving back what was reserved.
+ * refusal of the first counter that refuses, after giving back what was reserved. Unless `waitForPeriods`, a
+ * period's row held by another transaction is passed over (MySQL), and the batch is to be written again waiting.
  */
-async function reserveAll(deps: UsageDependencies, manager: EntityManager, items: UsageItem[]): Promise<Reservation[]> {
+async function reserveAll(
+  deps: UsageDependencies,
+  manager: EntityManager,
+  items: UsageItem[],
+  waitForPeriods: boolean,
+): Promise<Reservation[]> {
   const shares = sharesOf(items);
   if (shares.length === 0) return [];
+  const passOver = !waitForPeriods && deps.store.dialect === "mysql";
   const generations = await deps.store.lockGenerations(
     manager,
     shares.map((share) => share.ref),
+    passOver,
   );
   const missing = shares.filter((share) => !generations.has(periodName(share.ref.assetId, share.ref.periodStart)));
+  if (missing.length > 0 && passOver) throw new PeriodsHeld();
   if (missing.length > 0) throw new CountersMissing(missing.map((share) => ({ ref: share.ref, generation: -1 })));
   const reservations: Reservation[] = [];
   const lost: { ref: MeterRef; generation: number }[] = [];

@@ -2,6 +2,7 @@ import type { DataSource } from "typeorm";
 import type { LiveSessions } from "../licensing/live-session.js";
 import type { ObservabilityReads } from "../observability/observability-dependencies.js";
 import type { Clock } from "../platform/clock.js";
+import type { KeyedTurns } from "../platform/keyed-turns.js";
 import type { Logger } from "../platform/logger.js";
 import type { GrantWriter } from "./grant-writer.js";
 import type { MeterCounters } from "./meter-counters.js";
@@ -21,6 +22,8 @@ export interface UsageDependencies {
   counters: MeterCounters;
   statusEvents: UsageStatusEvents;
   grants: GrantWriter;
+  /** Usage batches waiting for a period's row another transaction holds, a few at a time per entitlement. */
+  heldPeriodTurns: KeyedTurns;
   /** Whether a session is still live (a released or ended session's token is refused). */
   sessions: LiveSessions;
 }

@@ -5,6 +5,7 @@ import type { Coordinator } from "../platform/coordinator.js";
 import { dialectOf } from "../platform/database.js";
 import { SYNCHRONOUS_GATHER_TURNS } from "../platform/group-commit.js";
 import type { InvalidationBus } from "../platform/invalidation-bus.js";
+import { KeyedTurns } from "../platform/keyed-turns.js";
 import type { Logger } from "../platform/logger.js";
 import type { Outbox } from "../webhooks/outbox.js";
 import { autoBalanceJob } from "./auto-balance-job.js";
@@ -18,6 +19,12 @@ import type { UsageDependencies } from "./usage-dependencies.js";
 import { UsageDirectory } from "./usage-directory.js";
 import { UsageStatusEvents } from "./usage-status-events.js";
 import { UsageStore } from "./usage-store.js";
+
+/**
+ * Usage batches of one entitlement that wait on a period's row held elsewhere (a rebuild, a top-up, an operator's
+ * session) each hold a connection: this many at a time, so that they cannot take the pool.
+ */
+const HELD_PERIOD_TURNS = 2;
 
 /** Metering's parts, built once per instance. */
 export async function createUsage(options: {
@@ -57,6 +64,7 @@ export async function createUsage(options: {
     counters,
     statusEvents,
     grants,
+    heldPeriodTurns: new KeyedTurns(HELD_PERIOD_TURNS),
     sessions: options.sessions,
   };
   return {

@@ -144,8 +144,9 @@ export class UsageStore {
   async lockGenerations(
     manager: EntityManager,
     keys: { assetId: string; periodStart: Date }[],
+    skipLocked = false,
   ): Promise<Map<string, number>> {
-    const { sql, parameters } = this.lockGenerationsStatement(keys);
+    const { sql, parameters } = this.lockGenerationsStatement(keys, skipLocked);
     return generationsOf(await manager.query(sql, parameters));
   }
 

@@ -125,6 +125,42 @@ test.serial("a period locked elsewhere holds up its own pre-allocations only", a
   t.deepEqual(await recorded(server, free.entitlement.entitlementId), { count: 41, totalMicro: 41_000_000 });
 });
 
+// Usage batches are transactions of their own: those waiting for a held period must not take every connection.
+test.serial("usage batches of a period locked elsewhere hold up their own entitlement only", async (t) => {
+  const [server] = t.context.servers;
+  const held = await sessionsOnEveryInstance([server], [API_CALLS]);
+  const free = await sessionsOnEveryInstance([server], [API_CALLS]);
+  for (const { sessions } of [held, free]) {
+    t.is((await sendUsage(server.baseUrl, sessions[0], usageItems("api-calls", [1]))).status, 200);
+  }
+  const lock = await lockElsewhere(server, "SELECT * FROM usage_periods WHERE entitlement_id = ? FOR UPDATE", [
+    held.entitlement.entitlementId,
+  ]);
+  const heldBatches = counted(
+    Array.from(
+      { length: 20 },
+      (_, index) => () => sendUsage(server.baseUrl, held.sessions[0], usageItems("api-calls", [1], 100 + index)),
+    ),
+  );
+  try {
+    const freeBatches = await unlessStalled(
+      Promise.all(
+        Array.from({ length: 40 }, (_, index) =>
+          sendUsage(server.baseUrl, free.sessions[0], usageItems("api-calls", [1], 100 + index)),
+        ),
+      ),
+    );
+    t.not(freeBatches, "stalled", "the other entitlement's batches answered while the period was held");
+    t.is(heldBatches.answered(), 0, "the held period's batches waited for it");
+    if (freeBatches !== "stalled") t.true(freeBatches.every((answer) => answer.status === 200));
+  } finally {
+    await lock.release();
+  }
+  t.true((await heldBatches.all).every((answer) => answer.status === 200));
+  t.deepEqual(await recorded(server, held.entitlement.entitlementId), { count: 21, totalMicro: 21_000_000 });
+  t.deepEqual(await recorded(server, free.entitlement.entitlementId), { count: 41, totalMicro: 41_000_000 });
+});
+
 test.serial("the same batch sent to three instances at once is counted once", async (t) => {
   const { servers } = t.context;
   const { entitlement, sessions } = await sessionsOnEveryInstance(servers, [API_CALLS]);
