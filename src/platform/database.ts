@@ -247,7 +247,7 @@ const DEADLOCK_ATTEMPTS = 5;
 /**
  * One transaction: its writes all land or none do. On MySQL it runs at READ COMMITTED, so a lookup of a row
  * that does not exist takes no gap lock for concurrent inserts to deadlock on; a transaction chosen as a
- * deadlock victim (or timed out waiting for a lock) is run again, five times in all, and then answers 503.
+ * deadlock victim is run again, five times in all, and then answers 503, as does one timed out waiting for a lock.
  */
 export async function inTransaction<T>(
   dataSource: DataSource,
@@ -270,24 +270,27 @@ export function readCommittedAlready(dataSource: DataSource): boolean {
 const DATABASE_BUSY = "database-busy";
 
 /**
- * Runs a transaction again when it was chosen as a deadlock victim (or timed out waiting for a lock), five times
- * in all, and then answers 503.
+ * Runs a transaction again when it was chosen as a deadlock victim, five times in all, and then answers 503. One
+ * that timed out waiting for a lock answers 503 at once: it has waited the server's whole `innodb_lock_wait_timeout`
+ * (50 s by default) for a lock some transaction holds that long, and a client waiting for it has likely given up.
  */
 export async function retryingLockConflicts<T>(run: () => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
       return await run();
     } catch (error) {
-      if (!isLockConflict(error)) throw error;
-      if (attempt >= DEADLOCK_ATTEMPTS) {
-        throw new DomainError("unavailable", "the database is busy with conflicting writes; try again", {
-          slug: DATABASE_BUSY,
-          headers: { "retry-after": "1" },
-        });
-      }
+      if (isLockWaitTimeout(error) || (isDeadlock(error) && attempt >= DEADLOCK_ATTEMPTS)) throw databaseBusy();
+      if (!isDeadlock(error)) throw error;
       await new Promise((resolve) => setTimeout(resolve, 10 * attempt + Math.random() * 20 * attempt));
     }
   }
+}
+
+function databaseBusy(): DomainError {
+  return new DomainError("unavailable", "the database is busy with conflicting writes; try again", {
+    slug: DATABASE_BUSY,
+    headers: { "retry-after": "1" },
+  });
 }
 
 /** Whether the error is retryingLockConflicts' answer once its attempts are spent. */
@@ -295,10 +298,18 @@ export function isDatabaseBusy(error: unknown): boolean {
   return error instanceof DomainError && error.slug === DATABASE_BUSY;
 }
 
-function isLockConflict(error: unknown): boolean {
-  if (!(error instanceof QueryFailedError)) return false;
-  const errno = (error.driverError as { errno?: number })?.errno;
-  return errno === 1213 || errno === 1205;
+function isDeadlock(error: unknown): boolean {
+  return mysqlErrno(error) === 1213;
+}
+
+/** MySQL's ER_LOCK_WAIT_TIMEOUT: the statement (not its transaction) was rolled back. */
+export function isLockWaitTimeout(error: unknown): boolean {
+  return mysqlErrno(error) === 1205;
+}
+
+function mysqlErrno(error: unknown): number | undefined {
+  if (!(error instanceof QueryFailedError)) return undefined;
+  return (error.driverError as { errno?: number })?.errno;
 }
 
 /**

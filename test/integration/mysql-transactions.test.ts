@@ -37,3 +37,49 @@ test("a plain query outside a transaction also runs at READ COMMITTED", async (t
   const [row] = (await dataSource.query("SELECT @@tx_isolation AS level")) as { level: string }[];
   t.is(row.level, "READ-COMMITTED");
 });
+
+test("a deadlock victim runs again; a transaction timed out waiting for a lock answers 503 at once", async (t) => {
+  const database = await createTestDatabase();
+  t.teardown(() => database.drop());
+  const dataSource = await connectDatabase(openDatabase(loadConfig({ DATABASE_URL: database.url })));
+  t.teardown(() => dataSource.destroy());
+  await dataSource.query("CREATE TABLE lock_probe (id INT PRIMARY KEY)");
+  await dataSource.query("INSERT INTO lock_probe VALUES (1), (2)");
+  const lockRow = (manager: { query: (sql: string, parameters: unknown[]) => Promise<unknown> }, id: number) =>
+    manager.query("SELECT id FROM lock_probe WHERE id = ? FOR UPDATE", [id]);
+
+  // Two transactions locking the two rows in opposite orders, each waiting for the other to hold its first.
+  let runs = 0;
+  let bothHoldOne: () => void = () => {};
+  const firstLocks = new Promise<void>((resolve) => {
+    let held = 0;
+    bothHoldOne = () => {
+      if (++held === 2) resolve();
+    };
+  });
+  const crossing = (first: number, second: number) =>
+    inTransaction(dataSource, async (manager) => {
+      runs++;
+      await lockRow(manager, first);
+      bothHoldOne();
+      await firstLocks;
+      await lockRow(manager, second);
+      return first;
+    });
+  t.deepEqual(await Promise.all([crossing(1, 2), crossing(2, 1)]), [1, 2]);
+  t.is(runs, 3, "the deadlock's victim ran once more, and then committed");
+
+  const holder = dataSource.createQueryRunner();
+  await holder.startTransaction();
+  await lockRow(holder.manager, 1);
+  let attempts = 0;
+  const waiting = inTransaction(dataSource, async (manager) => {
+    attempts++;
+    await manager.query("SET SESSION innodb_lock_wait_timeout = 1");
+    await lockRow(manager, 1);
+  });
+  await t.throwsAsync(waiting, { message: /busy/ });
+  t.is(attempts, 1, "a lock wait that timed out is not waited again");
+  await holder.commitTransaction();
+  await holder.release();
+});
