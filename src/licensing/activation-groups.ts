@@ -8,6 +8,8 @@ import {
   type GroupedActivation,
   type GroupLocking,
   type GroupOutcome,
+  LocksNotGranted,
+  passingOverEvery,
   WAITING_FOR_EVERY_LOCK,
 } from "./group-activation.js";
 import { GroupLocks } from "./group-locks.js";
@@ -71,6 +73,8 @@ const GROUPS = { weigh: () => 1, maxWeight: GROUP_SIZE };
  * trouble answers its own activations only, not those of every entitlement grouped with it (alone, each waits its
  * entitlement's turn: see KeyedTurns). Were the failure a connection lost during the COMMIT of a group that did
  * commit, each would activate again: its device's new session replaces the one the group made, on the same seat.
+ * A group not granted in time a lock it waited for (another transaction took it first) runs again passing over
+ * every lock held, so that the group and every group after it on this instance do not wait on that transaction.
  */
 async function activateOrAlone(
   deps: ActivationDependencies,
@@ -79,7 +83,8 @@ async function activateOrAlone(
 ): Promise<GroupOutcome[]> {
   try {
     return await activateGroup(deps, jobs, locking);
-  } catch {
+  } catch (error) {
+    if (error instanceof LocksNotGranted) return activateOrAlone(deps, jobs, passingOverEvery(locking));
     return jobs.map(() => ({ kind: "alone" }));
   }
 }

@@ -1,3 +1,5 @@
+import { dialectOf, isLockWaitTimeout } from "../platform/database.js";
+import { LOCK_WAIT_AS_CONFIGURED, waitingAtMost } from "../platform/lock-waits.js";
 import { type BatchedTransaction, inBatchedTransaction, type Statement } from "../platform/statement-batch.js";
 import type { Activated, ActivationDependencies } from "./activation.js";
 import { activationCodesByKeysStatement, activationCodesOf } from "./activation-code-store.js";
@@ -148,14 +150,29 @@ function featuresOf(deps: ActivationDependencies, accepted: Accepted[]) {
  * before it, which commits next) and passes over any other that another transaction holds, so that a lock held
  * elsewhere (a stalled instance, an operator's session) holds up its own entitlement's activations only: they
  * answer `blocked`. `locked` hears which the group holds, as soon as it holds them.
+ * With `waitSeconds` (MySQL), the group waits that long at most for those locks and then throws LocksNotGranted:
+ * when the group before it commits, a row it held may go to a transaction that queued for it earlier.
  */
 export interface GroupLocking {
   waitsFor(entitlementId: string): boolean;
   locked(entitlementIds: string[]): void;
+  waitSeconds?: number;
 }
 
-/** A group that waits for every lock it needs. */
+/** A group that waits for every lock it needs, through the server's lock-wait timeout. */
 export const WAITING_FOR_EVERY_LOCK: GroupLocking = { waitsFor: () => true, locked: () => {} };
+
+/** The same locking, passing over every entitlement another transaction holds. */
+export function passingOverEvery(locking: GroupLocking): GroupLocking {
+  return { waitsFor: () => false, locked: (ids) => locking.locked(ids) };
+}
+
+/** A group's lock wait timed out (after `GroupLocking.waitSeconds`); its transaction was rolled back. */
+export class LocksNotGranted extends Error {
+  constructor() {
+    super("an entitlement's lock was not granted in time");
+  }
+}
 
 /**
  * The group's first batches: its entitlements locked (in a round trip of their own, so that nothing of an
@@ -216,22 +233,37 @@ async function lockEntitlements(
     ...(waited.length > 0 ? [store.entitlementsStatement(waited)] : []),
     ...(passedOver.length > 0 ? [store.entitlementsStatement(passedOver, true)] : []),
   ];
+  const { waitSeconds } = locking;
+  const bounded = waited.length > 0 && waitSeconds !== undefined && dialectOf(deps.dataSource) === "mysql";
   const keptProducts = new Map(entitlementIds.map((id) => [id, deps.entitlementProducts.keptIds(id, true)]));
   const productReads = entitlementIds.filter((id) => !keptProducts.get(id));
-  const [receiverRows, ...rest] = await transaction.run([
+  const [receiverRows, ...rest] = await runLocking(transaction, bounded, [
     deps.events.receiversStatement([...new Set(jobs.map((job) => job.owner.providerId))]),
-    ...locks,
+    ...(bounded ? waitingAtMost(waitSeconds, locks) : locks),
     ...productReads.map((id) => store.licensedProductsStatement(id)),
   ]);
-  const rows = rest.slice(0, locks.length).flatMap((result) => store.entitlementsOf(result));
+  const lockResults = bounded ? rest.slice(1, 1 + locks.length) : rest.slice(0, locks.length);
+  const rows = lockResults.flatMap((result) => store.entitlementsOf(result));
   locking.locked(rows.map((row) => row.id));
-  const productRows = new Map(productReads.map((id, index) => [id, rest[locks.length + index]]));
+  const productsAt = (bounded ? 2 : 0) + locks.length;
+  const productRows = new Map(productReads.map((id, index) => [id, rest[productsAt + index]]));
   return {
     rows,
     passedOver: new Set(passedOver),
     receiving: deps.events.receivingOf(receiverRows),
     products: (id: string) => ({ productRows: productRows.get(id), keptProductIds: keptProducts.get(id) }),
   };
+}
+
+/** The locking batch; a bounded wait that timed out sets the session's timeout back and throws LocksNotGranted. */
+async function runLocking(transaction: BatchedTransaction, bounded: boolean, statements: Statement[]) {
+  try {
+    return await transaction.run(statements);
+  } catch (error) {
+    if (!bounded || !isLockWaitTimeout(error)) throw error;
+    await transaction.run([LOCK_WAIT_AS_CONFIGURED]);
+    throw new LocksNotGranted();
+  }
 }
 
 function seatAskOf(job: GroupedActivation): SeatAsk {

@@ -1,5 +1,11 @@
 import type { GroupLocking } from "./group-activation.js";
 
+/**
+ * How long a group waits for an entitlement the group before it holds: that group commits within milliseconds,
+ * unless the lock went to a transaction that queued for it earlier (another instance's, an operator's).
+ */
+const GROUP_LOCK_WAIT_SECONDS = 1;
+
 /** One group's locking, and what it calls when its transaction has ended. */
 export interface GroupTurn {
   locking: GroupLocking;
@@ -32,7 +38,7 @@ export class GroupLocks {
     };
     // A group run again (after a deadlock) does not wait for the rows its rolled-back run held.
     const heldByOthers = (id: string) => (this.held.get(id) ?? 0) > (holding.includes(id) ? 1 : 0);
-    const locking = { waitsFor: heldByOthers, locked: hold };
+    const locking = { waitsFor: heldByOthers, locked: hold, waitSeconds: GROUP_LOCK_WAIT_SECONDS };
     return { locking, release: () => hold([]) };
   }
 

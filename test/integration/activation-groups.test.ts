@@ -1,7 +1,7 @@
 import anyTest, { type TestFn } from "ava";
 import { SubscriptionState } from "../../gen/provision/v1/webhook_pb.js";
 import { accessToken } from "../support/auth.js";
-import { counted, lockElsewhere, unlessStalled } from "../support/held-locks.js";
+import { counted, lockElsewhere, queueForLock, settle, unlessStalled } from "../support/held-locks.js";
 import {
   activate,
   codesPath,
@@ -89,6 +89,18 @@ async function activatedEvents(server: TestServer, entitlementId: string): Promi
 /** Another transaction holding the entitlement's row lock until `release`. */
 function lockEntitlementElsewhere(server: TestServer, entitlementId: string) {
   return lockElsewhere(server, "SELECT id FROM entitlements WHERE id = ? FOR UPDATE", [entitlementId]);
+}
+
+/** Each pooled connection's lock-wait timeout, as the server's or not (more queries at once than connections). */
+async function lockWaitTimeoutsOfPool(server: TestServer) {
+  const rows = await Promise.all(
+    Array.from({ length: 30 }, () =>
+      server.app.dataSource.query(
+        "SELECT @@session.innodb_lock_wait_timeout = @@global.innodb_lock_wait_timeout AS same, SLEEP(0.05) AS slept",
+      ),
+    ),
+  );
+  return [...new Set(rows.map(([row]) => (Number(row.same) === 1 ? "as configured" : "changed")))];
 }
 
 for (const database of ["MySQL", "SQLite"] as const) {
@@ -212,6 +224,48 @@ for (const database of ["MySQL", "SQLite"] as const) {
       }
       t.deepEqual(tally(await heldRequests.all), { 200: 30 });
       t.is(await liveSessions(server, held.entitlementId), 31);
+    });
+
+    // When a group commits, InnoDB may grant a row it held to a transaction that queued for it before the next
+    // group did: the next group must not wait on that transaction (nor, behind it, every group after it).
+    test.serial(`${database}: a lock taken between two groups holds up its own entitlement only`, async (t) => {
+      const server = t.context.servers[database];
+      const contested = await entitlementWithCode(server.baseUrl, FLOATING(0));
+      const other = await entitlementWithCode(server.baseUrl, FLOATING(0));
+      for (const { code } of [contested, other]) {
+        t.is((await activate(server.baseUrl, { activationCode: code, fingerprint: "first" })).status, 200);
+      }
+      // The first group locks the contested entitlement, then waits for its code, held here.
+      const codeLock = await lockElsewhere(
+        server,
+        "SELECT id FROM activation_codes WHERE entitlement_id = ? FOR UPDATE",
+        [contested.entitlementId],
+      );
+      const first = activate(server.baseUrl, { activationCode: contested.code, fingerprint: "one" });
+      await settle();
+      const operator = queueForLock(server, "SELECT id FROM entitlements WHERE id = ? FOR UPDATE", [
+        contested.entitlementId,
+      ]);
+      await settle();
+      const second = counted([() => activate(server.baseUrl, { activationCode: contested.code, fingerprint: "two" })]);
+      await settle();
+      try {
+        await codeLock.release();
+        t.is((await first).status, 200);
+        await operator.granted;
+        t.is(second.answered(), 0, "the operator's transaction took the lock before the second group");
+        const otherAnswer = await unlessStalled(
+          activate(server.baseUrl, { activationCode: other.code, fingerprint: "three" }),
+        );
+        t.not(otherAnswer, "stalled", "the other entitlement's activation answered while the operator held the lock");
+        if (otherAnswer !== "stalled") t.is(otherAnswer.status, 200);
+        t.is(second.answered(), 0, "the contested entitlement's activation waits for the operator");
+      } finally {
+        await operator.release();
+      }
+      t.deepEqual(tally(await second.all), { 200: 1 });
+      t.is(await liveSessions(server, contested.entitlementId), 3);
+      t.deepEqual(await lockWaitTimeoutsOfPool(server), ["as configured"], "the group's short lock wait was set back");
     });
 
     test.serial(

@@ -14,6 +14,31 @@ export async function lockElsewhere(server: Pick<TestServer, "app">, lockingSele
   };
 }
 
+/**
+ * Another transaction asking for the rows `lockingSelect` locks, queued behind whatever holds them: `granted`
+ * resolves once it holds them, which it does until `release`.
+ */
+export function queueForLock(server: Pick<TestServer, "app">, lockingSelect: string, parameters: unknown[]) {
+  const holder = server.app.dataSource.createQueryRunner();
+  const granted = holder
+    .startTransaction()
+    .then(() => holder.query(lockingSelect, parameters))
+    .then(() => undefined);
+  return {
+    granted,
+    release: async () => {
+      await granted;
+      await holder.commitTransaction();
+      await holder.release();
+    },
+  };
+}
+
+/** Resolves after `ms`: time for a request to reach a lock's queue. */
+export function settle(ms = 300): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
 /** The requests, started at once, and how many have answered so far. */
 export function counted<T>(requests: (() => Promise<T>)[]) {
   let answered = 0;
