@@ -6,7 +6,6 @@ import { type License, LicenseSchema } from "../../gen/provision/v1/activation_p
 import { ActivationPolicySchema } from "../../gen/provision/v1/entitlement_pb.js";
 import type { Clock } from "../platform/clock.js";
 import { invalidField } from "../platform/errors.js";
-import type { KeyedTurns } from "../platform/keyed-turns.js";
 import { type BatchedTransaction, inBatchedTransaction, type Statement } from "../platform/statement-batch.js";
 import { Violations } from "../platform/validation.js";
 import { clientAddressKey } from "../server/client-address.js";
@@ -41,6 +40,7 @@ import { activatedEvent } from "./entitlement-events.js";
 import type { EntitlementFeatureCache } from "./entitlement-feature-cache.js";
 import { policyText } from "./entitlement-mapper.js";
 import type { EntitlementProductCache } from "./entitlement-product-cache.js";
+import type { EntitlementTurns } from "./entitlement-turns.js";
 import { fingerprintHash } from "./license-claims.js";
 import { endsAfterFirstActivation } from "./license-ends.js";
 import { codeFacts, licenseClaimsFor } from "./license-facts.js";
@@ -76,8 +76,7 @@ export interface ActivationDependencies {
   entitlementProducts: EntitlementProductCache;
   /** Activations arriving together (of any entitlements), written in one transaction. */
   activationGroups: ActivationGroups;
-  /** Bounds the transactions of one entitlement waiting on its row lock at once (two). */
-  entitlementTurns: KeyedTurns;
+  entitlementTurns: EntitlementTurns;
 }
 
 /** The fields ActivateLicense and ActivateJwt share. */
@@ -143,10 +142,13 @@ export async function activate(
     withPreparation(deps, prepared, clientAddress, async () => {
       const owner = await deps.store.entitlementOfCode(deps.dataSource.manager, key);
       if (!owner) throw codeNotFound();
-      return deps.entitlementTurns.run(owner.entitlementId, () =>
-        inBatchedTransaction(deps.dataSource, (transaction) =>
+      return deps.entitlementTurns.run(owner.entitlementId, (lockWait) =>
+        inBatchedTransaction(
+          deps.dataSource,
           // The user as prepared so far: a run again after signing in sees them.
-          activateInTransaction(deps, transaction, { ...input, plan, ask: { ...ask, user: prepared.user } }),
+          (transaction) =>
+            activateInTransaction(deps, transaction, { ...input, plan, ask: { ...ask, user: prepared.user } }),
+          lockWait,
         ),
       );
     });

@@ -2,8 +2,8 @@ import type { DataSource } from "typeorm";
 import type { Entitlement } from "../../gen/provision/v1/entitlement_pb.js";
 import type { CatalogRepository } from "../catalog/catalog-repository.js";
 import type { Clock } from "../platform/clock.js";
-import type { KeyedTurns } from "../platform/keyed-turns.js";
 import type { Outbox } from "../webhooks/outbox.js";
+import type { EntitlementTurns } from "./entitlement-turns.js";
 import type { SessionStore } from "./session-store.js";
 
 /** What the licensing services are built from. */
@@ -24,8 +24,7 @@ export interface LicensingDependencies {
   sessionsChanged: (...sessionIds: string[]) => Promise<void>;
   /** Webhook events, written in the transaction of the change that causes them. */
   events: Outbox;
-  /** Bounds the transactions of one entitlement waiting on its row lock at once (two). */
-  entitlementTurns: KeyedTurns;
+  entitlementTurns: EntitlementTurns;
   /**
    * Fills an entitlement's own monitored assets with their live usage (metering provides it); without it they
    * show their definitions only.

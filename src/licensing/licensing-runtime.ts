@@ -5,7 +5,6 @@ import type { Clock } from "../platform/clock.js";
 import type { UserTokenConfig } from "../platform/config.js";
 import type { Coordinator } from "../platform/coordinator.js";
 import type { InvalidationBus } from "../platform/invalidation-bus.js";
-import { KeyedTurns } from "../platform/keyed-turns.js";
 import type { Logger } from "../platform/logger.js";
 import type { Outbox } from "../webhooks/outbox.js";
 import { ActivationGroups } from "./activation-groups.js";
@@ -16,6 +15,7 @@ import { CheckInWriter } from "./check-in-writer.js";
 import { ClientHostNames } from "./client-host-names.js";
 import { EntitlementFeatureCache } from "./entitlement-feature-cache.js";
 import { EntitlementProductCache } from "./entitlement-product-cache.js";
+import { EntitlementTurns } from "./entitlement-turns.js";
 import { LicenseKeys } from "./license-keys.js";
 import { licenseSessionVerifier } from "./license-session-verifier.js";
 import { LicenseTokens } from "./license-tokens.js";
@@ -28,8 +28,6 @@ import { UserTokens } from "./user-tokens.js";
 
 /** How often each instance writes its sessions' check-ins (what ListSessions shows is at most this old). */
 const CHECK_IN_WRITE_INTERVAL_MS = 1000;
-/** Transactions locking one entitlement's row (alone: activations, releases, EndSession) run at once per instance. */
-const ENTITLEMENT_TURNS = 2;
 
 /** The licensing services' parts, built once per instance. */
 export async function createLicensing(options: {
@@ -62,7 +60,7 @@ export async function createLicensing(options: {
     store,
     sessionsChanged: (...sessionIds) => caches.sessionsChanged(...sessionIds),
     events: options.events,
-    entitlementTurns: new KeyedTurns(ENTITLEMENT_TURNS),
+    entitlementTurns: new EntitlementTurns(),
   };
   const activation: SessionCallDependencies = {
     ...dependencies,

@@ -8,9 +8,10 @@ import {
   type ListSessionsResponse,
   ListSessionsResponseSchema,
 } from "../../gen/provision/v1/entitlement_pb.js";
-import { inTransaction, readSerially } from "../platform/database.js";
+import { readSerially } from "../platform/database.js";
 import { notFound } from "../platform/errors.js";
 import { pageInfo, resolvePage } from "../platform/paging.js";
+import { type BatchedTransactionOptions, inManagedTransaction } from "../platform/statement-batch.js";
 import { requireUuid } from "../platform/validation.js";
 import { providerOf } from "../server/tenant.js";
 import { SESSION_STATE } from "./entities.js";
@@ -59,8 +60,8 @@ export async function endSession(
   const providerId = providerOf(context);
   const { store } = deps;
   const now = deps.clock.now();
-  const ending = () =>
-    inTransaction(deps.dataSource, async (manager) => {
+  const ending = (lockWait: BatchedTransactionOptions) =>
+    inManagedTransaction(deps.dataSource, lockWait, async (manager) => {
       const entitlement = await store.lockEntitlement(manager, entitlementId);
       if (entitlement?.providerId !== providerId) throw notFound("entitlement", entitlementId);
       const found = await store.findSession(manager, sessionId, true);

@@ -14,9 +14,14 @@ import {
 } from "../../gen/provision/v1/activation_pb.js";
 import { bearerChallenge } from "../auth/access-tokens.js";
 import { type LicenseSessionCaller, licenseSessionKey } from "../auth/auth-interceptor.js";
-import { inTransaction, readSerially } from "../platform/database.js";
+import { readSerially } from "../platform/database.js";
 import { DomainError } from "../platform/errors.js";
-import { type BatchedTransaction, inBatchedTransaction } from "../platform/statement-batch.js";
+import {
+  type BatchedTransaction,
+  type BatchedTransactionOptions,
+  inBatchedTransaction,
+  inManagedTransaction,
+} from "../platform/statement-batch.js";
 import { timestampLiteral } from "../platform/timestamps.js";
 import { type ActivationDependencies, requestedLeaseMs } from "./activation.js";
 import { activationCodeOf, activationCodeOfSessionStatement } from "./activation-code-store.js";
@@ -226,8 +231,8 @@ export async function releaseSession(
   const { sessionId, entitlementId } = sessionOfCall(request, context);
   const now = deps.clock.now();
   const { store } = deps;
-  const releasing = () =>
-    inTransaction(deps.dataSource, async (manager) => {
+  const releasing = (lockWait: BatchedTransactionOptions) =>
+    inManagedTransaction(deps.dataSource, lockWait, async (manager) => {
       const entitlement = await store.lockEntitlement(manager, entitlementId);
       const found = await store.findSession(manager, sessionId, true);
       if (found?.state === SESSION_STATE.released && found.endedAt)

@@ -4,20 +4,26 @@ interface Turns {
 }
 
 /**
- * Work on one key (an entitlement, say) run at most `atOnce` at a time; the rest waits in memory, in arrival order.
- * Licensing runs each entitlement's transactions that wait on its row lock one at a time anyway (an activation run
- * alone, a release, EndSession) two at a time, so that a lock held elsewhere (a stalled instance, an operator's
- * open session) takes two of the pool's connections, not all of them, while its requests wait.
+ * Work on one key (an entitlement, say) run at most `atOnce` at a time, and that of all keys at most `overall` at a
+ * time; the rest waits in memory, in arrival order. Transactions waiting on a row another transaction holds (see
+ * EntitlementTurns, and usage batches waiting on a held period) run in turns, so that they take a few of the
+ * pool's connections, not all of them, while they wait.
  */
 export class KeyedTurns {
   private readonly byKey = new Map<string, Turns>();
+  private readonly overall: KeyedTurns | undefined;
 
-  constructor(private readonly atOnce: number) {}
+  constructor(
+    private readonly atOnce: number,
+    overall?: number,
+  ) {
+    this.overall = overall === undefined ? undefined : new KeyedTurns(overall);
+  }
 
   async run<T>(key: string, work: () => Promise<T>): Promise<T> {
     await this.turn(key);
     try {
-      return await work();
+      return await (this.overall ? this.overall.run("", work) : work());
     } finally {
       this.done(key);
     }

@@ -13,6 +13,10 @@ export const LOCK_WAIT_AS_CONFIGURED: Statement = {
  * again.
  */
 export function waitingAtMost(seconds: number, statements: Statement[]): Statement[] {
-  const shortWait = { sql: "SET SESSION innodb_lock_wait_timeout = ?", parameters: [seconds] };
-  return [shortWait, ...statements, LOCK_WAIT_AS_CONFIGURED];
+  return [lockWaitOf(seconds), ...statements, LOCK_WAIT_AS_CONFIGURED];
+}
+
+/** Sets the session's lock-wait timeout to `seconds` (whole), until LOCK_WAIT_AS_CONFIGURED. */
+export function lockWaitOf(seconds: number): Statement {
+  return { sql: "SET SESSION innodb_lock_wait_timeout = ?", parameters: [seconds] };
 }

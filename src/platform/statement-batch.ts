@@ -6,6 +6,7 @@ import {
   retryingLockConflicts,
   type WriteOptions,
 } from "./database.js";
+import { LOCK_WAIT_AS_CONFIGURED, lockWaitOf } from "./lock-waits.js";
 
 /** One SQL statement and its parameters, to run in a batch. */
 export interface Statement {
@@ -82,7 +83,16 @@ export interface BatchedTransaction {
   open(): Promise<EntityManager>;
 }
 
+export interface BatchedTransactionOptions extends WriteOptions {
+  /**
+   * MySQL: how long (whole seconds) each of the transaction's statements waits for a lock, instead of the server's
+   * `innodb_lock_wait_timeout`; set on its connection with the START TRANSACTION and set back with its end.
+   */
+  lockWaitSeconds?: number;
+}
+
 const START: Statement = { sql: "START TRANSACTION", parameters: [] };
+const ROLLBACK: Statement = { sql: "ROLLBACK", parameters: [] };
 const START_READ_COMMITTED: Statement = { sql: "SET TRANSACTION ISOLATION LEVEL READ COMMITTED", parameters: [] };
 const COMMIT: Statement = { sql: "COMMIT", parameters: [] };
 
@@ -94,7 +104,7 @@ const COMMIT: Statement = { sql: "COMMIT", parameters: [] };
 export function inBatchedTransaction<T>(
   dataSource: DataSource,
   work: (transaction: BatchedTransaction) => Promise<T>,
-  options: WriteOptions = {},
+  options: BatchedTransactionOptions = {},
 ): Promise<T> {
   if (dialectOf(dataSource) !== "mysql") {
     const onSqlite = (manager: EntityManager) => {
@@ -103,18 +113,25 @@ export function inBatchedTransaction<T>(
     };
     return inTransaction(dataSource, onSqlite, options);
   }
-  return retryingLockConflicts(() => onOneConnection(dataSource, work));
+  return retryingLockConflicts(() => onOneConnection(dataSource, work, options.lockWaitSeconds));
 }
 
-async function onOneConnection<T>(dataSource: DataSource, work: (transaction: BatchedTransaction) => Promise<T>) {
+async function onOneConnection<T>(
+  dataSource: DataSource,
+  work: (transaction: BatchedTransaction) => Promise<T>,
+  lockWaitSeconds: number | undefined,
+) {
   const runner = dataSource.createQueryRunner();
-  const start = readCommittedAlready(dataSource) ? [START] : [START_READ_COMMITTED, START];
+  const lockWait = lockWaitSeconds === undefined ? [] : [lockWaitOf(lockWaitSeconds)];
+  const start = [...(readCommittedAlready(dataSource) ? [START] : [START_READ_COMMITTED, START]), ...lockWait];
+  const end = lockWaitSeconds === undefined ? [] : [LOCK_WAIT_AS_CONFIGURED];
   const transaction: { state: "idle" | "open" | "committed" } = { state: "idle" };
   const run = async (statements: Statement[], commit: boolean) => {
     if (transaction.state === "committed") throw new Error("the transaction has committed");
     const opening = transaction.state === "idle" ? start : [];
     transaction.state = "open";
-    const results = await runBatch(runner.manager, [...opening, ...statements, ...(commit ? [COMMIT] : [])]);
+    const closing = commit ? [COMMIT, ...end] : [];
+    const results = await runBatch(runner.manager, [...opening, ...statements, ...closing]);
     if (commit) transaction.state = "committed";
     return results.slice(opening.length, opening.length + statements.length);
   };
@@ -127,13 +144,22 @@ async function onOneConnection<T>(dataSource: DataSource, work: (transaction: Ba
         return runner.manager;
       },
     });
-    if (transaction.state === "open") await runner.query("COMMIT");
+    if (transaction.state === "open") await runBatch(runner.manager, [COMMIT, ...end]);
     transaction.state = "committed";
     return result;
   } catch (error) {
-    if (transaction.state === "open") await runner.query("ROLLBACK").catch(() => undefined);
+    if (transaction.state === "open") await runBatch(runner.manager, [ROLLBACK, ...end]).catch(() => undefined);
     throw error;
   } finally {
     await runner.release();
   }
+}
+
+/** A transaction as inBatchedTransaction runs it, with `options`, whose statements are sent one by one. */
+export function inManagedTransaction<T>(
+  dataSource: DataSource,
+  options: BatchedTransactionOptions,
+  work: (manager: EntityManager) => Promise<T>,
+): Promise<T> {
+  return inBatchedTransaction(dataSource, async (transaction) => work(await transaction.open()), options);
 }

@@ -21,10 +21,10 @@ import { UsageStatusEvents } from "./usage-status-events.js";
 import { UsageStore } from "./usage-store.js";
 
 /**
- * Usage batches of one entitlement that wait on a period's row held elsewhere (a rebuild, a top-up, an operator's
- * session) each hold a connection: this many at a time, so that they cannot take the pool.
+ * Usage batches that wait on a period's row held elsewhere (a rebuild, a top-up, an operator's session) each hold a
+ * connection: this many at a time for one entitlement, and for all, so that they cannot take the pool.
  */
-const HELD_PERIOD_TURNS = 2;
+const HELD_PERIOD_TURNS = { each: 2, overall: 2 };
 
 /** Metering's parts, built once per instance. */
 export async function createUsage(options: {
@@ -64,7 +64,7 @@ export async function createUsage(options: {
     counters,
     statusEvents,
     grants,
-    heldPeriodTurns: new KeyedTurns(HELD_PERIOD_TURNS),
+    heldPeriodTurns: new KeyedTurns(HELD_PERIOD_TURNS.each, HELD_PERIOD_TURNS.overall),
     sessions: options.sessions,
   };
   return {

@@ -226,6 +226,50 @@ for (const database of ["MySQL", "SQLite"] as const) {
       t.is(await liveSessions(server, held.entitlementId), 31);
     });
 
+    test.serial(
+      `${database}: lone activations of many entitlements locked elsewhere leave the pool to the others`,
+      async (t) => {
+        const server = t.context.servers[database];
+        const free = await entitlementWithCode(server.baseUrl, FLOATING(0));
+        t.is((await activate(server.baseUrl, { activationCode: free.code, fingerprint: "first" })).status, 200);
+        // Six entitlements, two new codes each: a code's first activation on an instance runs alone, two at a time
+        // per entitlement, so twelve would wait at once for the six rows, more than the pool's ten connections.
+        const held: string[] = [];
+        const newCodes: string[] = [];
+        for (let entitlement = 0; entitlement < 6; entitlement++) {
+          const { entitlementId } = await entitlementWithCode(server.baseUrl, FLOATING(0));
+          held.push(entitlementId);
+          for (let code = 0; code < 2; code++) {
+            const issued = await rest(server.baseUrl, "POST", codesPath(entitlementId), {
+              useEntitlementMaxActivations: true,
+            });
+            newCodes.push(issued.body.activationCode);
+          }
+        }
+        const freeNewCode = (await rest(server.baseUrl, "POST", codesPath(free.entitlementId), {})).body.activationCode;
+        // By its primary key: a scan of this small table would lock other rows too.
+        const lock = await lockElsewhere(
+          server,
+          `SELECT id FROM entitlements FORCE INDEX (PRIMARY) WHERE id IN (${held.map(() => "?").join(", ")}) FOR UPDATE`,
+          held,
+        );
+        const heldRequests = counted(
+          newCodes.map((activationCode) => () => activate(server.baseUrl, { activationCode, fingerprint: "lone" })),
+        );
+        try {
+          const freeAnswers = await unlessStalled(
+            race(server, [...freshDevices(free.code, 30), { activationCode: freeNewCode, fingerprint: "lone" }]),
+          );
+          t.not(freeAnswers, "stalled", "the other entitlement's activations answered while the six were held");
+          t.is(heldRequests.answered(), 0, "the held entitlements' activations waited for their locks");
+          if (freeAnswers !== "stalled") t.deepEqual(tally(freeAnswers), { 200: 31 }, "its lone one did not queue");
+        } finally {
+          await lock.release();
+        }
+        t.deepEqual(tally(await heldRequests.all), { 200: 12 });
+      },
+    );
+
     // When a group commits, InnoDB may grant a row it held to a transaction that queued for it before the next
     // group did: the next group must not wait on that transaction (nor, behind it, every group after it).
     test.serial(`${database}: a lock taken between two groups holds up its own entitlement only`, async (t) => {

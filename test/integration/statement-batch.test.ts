@@ -170,3 +170,46 @@ for (const name of ["MySQL", "SQLite"] as const) {
     t.is(Number(row.n), 8, "no increment was lost: each read waited for the commit before it");
   });
 }
+
+test.serial(
+  "MySQL: a transaction's own lock wait holds for its statements and is set back whatever its end",
+  async (t) => {
+    const { dataSource } = t.context.servers.MySQL.app;
+    await dataSource.query("INSERT INTO batch_probe (id, note) VALUES ('held', 'x')");
+    const lockWaitOf = (manager: { query: (sql: string) => Promise<unknown> }) =>
+      manager.query("SELECT @@session.innodb_lock_wait_timeout AS seconds") as Promise<{ seconds: unknown }[]>;
+    const [inside] = await inBatchedTransaction(
+      dataSource,
+      async (transaction) => lockWaitOf(await transaction.open()),
+      {
+        lockWaitSeconds: 1,
+      },
+    );
+    t.is(Number(inside.seconds), 1);
+
+    const holder = dataSource.createQueryRunner();
+    await holder.startTransaction();
+    await holder.query("SELECT id FROM batch_probe WHERE id = 'held' FOR UPDATE");
+    const started = Date.now();
+    const waiting = inBatchedTransaction(
+      dataSource,
+      (transaction) =>
+        transaction.run([{ sql: "SELECT id FROM batch_probe WHERE id = 'held' FOR UPDATE", parameters: [] }]),
+      { lockWaitSeconds: 1 },
+    );
+    await t.throwsAsync(waiting, { message: /busy/ });
+    t.true(Date.now() - started < 20_000, "it gave up after its own wait, not the server's");
+    await holder.commitTransaction();
+    await holder.release();
+
+    const [global] = (await dataSource.query("SELECT @@global.innodb_lock_wait_timeout AS seconds")) as {
+      seconds: unknown;
+    }[];
+    const sessions = await Promise.all(
+      Array.from({ length: 30 }, () =>
+        dataSource.query("SELECT @@session.innodb_lock_wait_timeout AS seconds, SLEEP(0.05) AS slept"),
+      ),
+    );
+    t.deepEqual([...new Set(sessions.map(([row]) => Number(row.seconds)))], [Number(global.seconds)]);
+  },
+);

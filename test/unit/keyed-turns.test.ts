@@ -44,3 +44,25 @@ test("a transaction that fails hands its turn on", async (t) => {
   await t.throwsAsync(Promise.all([turns.run("a", failing), turns.run("a", failing)]), { message: /lock wait/ });
   t.is(await turns.run("a", async () => "ran"), "ran");
 });
+
+test("with an overall bound, every key's work waits for a turn among all keys", async (t) => {
+  const turns = new KeyedTurns(2, 3);
+  const started: string[] = [];
+  const keyed = [
+    ["a", "a1"],
+    ["a", "a2"],
+    ["b", "b1"],
+    ["b", "b2"],
+    ["c", "c1"],
+  ].map(([key, name]) => ({ key, work: work(started, name) }));
+  const answers = keyed.map(({ key, work }) => turns.run(key, work.run));
+  await turn();
+  t.deepEqual(started, ["a1", "a2", "b1"]);
+  keyed[0].work.finish();
+  await turn();
+  await turn();
+  t.deepEqual(started, ["a1", "a2", "b1", "b2"], "the next in arrival order among all keys");
+  for (const { work } of keyed) work.finish();
+  t.deepEqual(await Promise.all(answers), ["a1", "a2", "b1", "b2", "c1"]);
+  t.deepEqual(started, ["a1", "a2", "b1", "b2", "c1"]);
+});
