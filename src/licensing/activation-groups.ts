@@ -5,6 +5,7 @@ import type { Activated, ActivationDependencies } from "./activation.js";
 import { codeNotFound } from "./activation-steps.js";
 import {
   activateGroup,
+  CommitInDoubt,
   type GroupedActivation,
   type GroupLocking,
   type GroupOutcome,
@@ -75,6 +76,7 @@ const GROUPS = { weigh: () => 1, maxWeight: GROUP_SIZE };
  * commit, each would activate again: its device's new session replaces the one the group made, on the same seat.
  * A group not granted in time a lock it waited for (another transaction took it first) runs again passing over
  * every lock held, so that the group and every group after it on this instance do not wait on that transaction.
+ * A group whose connection was lost during its COMMIT answers as it committed, or, when it did not, alone.
  */
 async function activateOrAlone(
   deps: ActivationDependencies,
@@ -85,8 +87,14 @@ async function activateOrAlone(
     return await activateGroup(deps, jobs, locking);
   } catch (error) {
     if (error instanceof LocksNotGranted) return activateOrAlone(deps, jobs, passingOverEvery(locking));
-    return jobs.map(() => ({ kind: "alone" }));
+    return (await settledInDoubt(error)) ?? jobs.map(() => ({ kind: "alone" }));
   }
+}
+
+/** A lost COMMIT's outcomes, when the group did commit; undefined otherwise (or when that cannot be told). */
+async function settledInDoubt(error: unknown): Promise<GroupOutcome[] | undefined> {
+  if (!(error instanceof CommitInDoubt)) return undefined;
+  return error.settle().catch(() => undefined);
 }
 
 /**
@@ -97,6 +105,8 @@ async function activateInLane(deps: ActivationDependencies, jobs: GroupedActivat
   try {
     return await activateGroup(deps, jobs, WAITING_FOR_EVERY_LOCK);
   } catch (error) {
+    const settled = await settledInDoubt(error);
+    if (settled) return settled;
     const outcome: GroupOutcome = isDatabaseBusy(error) ? { kind: "refused", error } : { kind: "alone" };
     return jobs.map(() => outcome);
   }

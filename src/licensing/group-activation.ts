@@ -1,5 +1,6 @@
 import { dialectOf, isLockWaitTimeout } from "../platform/database.js";
 import { LOCK_WAIT_AS_CONFIGURED, waitingAtMost } from "../platform/lock-waits.js";
+import { endLostConnection, isConnectionLost } from "../platform/lost-connections.js";
 import { type BatchedTransaction, inBatchedTransaction, type Statement } from "../platform/statement-batch.js";
 import type { Activated, ActivationDependencies } from "./activation.js";
 import { activationCodesByKeysStatement, activationCodesOf } from "./activation-code-store.js";
@@ -110,10 +111,49 @@ async function groupInTransaction(
   const features = featuresOf(deps, accepted);
   const writes = accepted.length === 0 ? [] : [...groupWrites(state, accepted), ...eventWrite(deps, events)];
   const featureStatements = features.toRead.map(({ id }) => deps.store.entitlementFeaturesStatement(id));
-  const written = await transaction.commitWith([...writes, ...featureStatements]);
+  const written = await transaction.commitWith([...writes, ...featureStatements]).catch((error: unknown) => {
+    const connectionId = transaction.connectionId();
+    if (accepted.length === 0 || connectionId === undefined || !isConnectionLost(error)) throw error;
+    throw new CommitInDoubt(async () => {
+      await endLostConnection(deps.dataSource, connectionId);
+      return (await groupCommitted(deps, accepted, features)) ? outcomesOf(state, decisions, features) : undefined;
+    });
+  });
   for (const [index, entitlement] of features.toRead.entries()) {
     features.byEntitlement.set(entitlement.id, readFeatures(deps, entitlement, written[writes.length + index]));
   }
+  return outcomesOf(state, decisions, features);
+}
+
+/**
+ * The connection was lost once the group's last batch (its COMMIT) was sent: the group may have committed.
+ * `settle` answers its outcomes when it did, undefined when it did not.
+ */
+export class CommitInDoubt extends Error {
+  constructor(readonly settle: () => Promise<GroupOutcome[] | undefined>) {
+    super("the connection was lost during a group's COMMIT");
+  }
+}
+
+/**
+ * Whether the group's rows are there (its first session's, since they commit together); the features its
+ * COMMIT would have read are read now, not kept (they may be of a later revision).
+ */
+async function groupCommitted(
+  deps: ActivationDependencies,
+  accepted: Accepted[],
+  features: ReturnType<typeof featuresOf>,
+): Promise<boolean> {
+  const { store, dataSource } = deps;
+  if (!(await store.findSession(dataSource.manager, accepted[0].session.id))) return false;
+  for (const entitlement of features.toRead) {
+    const { sql, parameters } = store.entitlementFeaturesStatement(entitlement.id);
+    features.byEntitlement.set(entitlement.id, store.featuresOf(await dataSource.query(sql, parameters)));
+  }
+  return true;
+}
+
+function outcomesOf(state: GroupState, decisions: Decision[], features: ReturnType<typeof featuresOf>) {
   return decisions.map((decision) =>
     decision.kind === "accepted"
       ? activatedOf(state, decision, features.byEntitlement.get(decision.session.entitlementId) ?? [])

@@ -81,6 +81,8 @@ export interface BatchedTransaction {
   commitWith(statements: Statement[]): Promise<unknown[]>;
   /** The transaction's manager, for statements sent one by one; on MySQL the transaction is started first. */
   open(): Promise<EntityManager>;
+  /** MySQL's id of the transaction's connection, once it has one (see endLostConnection). */
+  connectionId(): number | undefined;
 }
 
 export interface BatchedTransactionOptions extends WriteOptions {
@@ -109,7 +111,7 @@ export function inBatchedTransaction<T>(
   if (dialectOf(dataSource) !== "mysql") {
     const onSqlite = (manager: EntityManager) => {
       const run = (statements: Statement[]) => runBatch(manager, statements);
-      return work({ run, commitWith: run, open: async () => manager });
+      return work({ run, commitWith: run, open: async () => manager, connectionId: () => undefined });
     };
     return inTransaction(dataSource, onSqlite, options);
   }
@@ -143,6 +145,8 @@ async function onOneConnection<T>(
         if (transaction.state !== "open") await run([], false);
         return runner.manager;
       },
+      connectionId: () =>
+        (runner as unknown as { databaseConnection?: { threadId?: number } }).databaseConnection?.threadId,
     });
     if (transaction.state === "open") await runBatch(runner.manager, [COMMIT, ...end]);
     transaction.state = "committed";

@@ -1,0 +1,54 @@
+import net from "node:net";
+
+/**
+ * A TCP proxy on loopback in front of MySQL that, once armed, loses the connection carrying the next query whose
+ * text contains every one of `marks`: the query goes on to the server, which runs it, and the client's side of
+ * the connection is closed before any answer comes back, as a network failure between the two would.
+ */
+export async function startCuttingProxy(target: { host: string; port: number }) {
+  let armed: string[] | undefined;
+  let cuts = 0;
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((client) => {
+    const upstream = net.connect(target.port, target.host);
+    let cutHere = false;
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on("close", () => sockets.delete(socket));
+      socket.on("error", () => {});
+    }
+    upstream.on("data", (chunk) => {
+      if (!client.destroyed) client.write(chunk);
+    });
+    upstream.on("close", () => client.destroy());
+    client.on("data", (chunk) => {
+      upstream.write(chunk);
+      const text = chunk.toString("latin1");
+      if (armed?.every((mark) => text.includes(mark))) {
+        armed = undefined;
+        cuts++;
+        cutHere = true;
+        client.destroy();
+        // The server finishes the query (its answers go nowhere) before it sees the connection end.
+        setTimeout(() => upstream.end(), 1000).unref();
+      }
+    });
+    client.on("close", () => {
+      if (!cutHere) upstream.end();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as net.AddressInfo;
+  return {
+    port,
+    /** Cuts the next query containing every mark. */
+    arm: (...marks: string[]) => {
+      armed = marks;
+    },
+    cuts: () => cuts,
+    close: async () => {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
