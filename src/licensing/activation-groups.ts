@@ -5,7 +5,7 @@ import type { Activated, ActivationDependencies } from "./activation.js";
 import { codeNotFound } from "./activation-steps.js";
 import {
   activateGroup,
-  CommitInDoubt,
+  GroupCommitInDoubt,
   type GroupedActivation,
   type GroupLocking,
   type GroupOutcome,
@@ -93,7 +93,7 @@ async function activateOrAlone(
 
 /** A lost COMMIT's outcomes, when the group did commit; undefined otherwise (or when that cannot be told). */
 async function settledInDoubt(error: unknown): Promise<GroupOutcome[] | undefined> {
-  if (!(error instanceof CommitInDoubt)) return undefined;
+  if (!(error instanceof GroupCommitInDoubt)) return undefined;
   return error.settle().catch(() => undefined);
 }
 

@@ -1,6 +1,6 @@
 import { dialectOf, isLockWaitTimeout } from "../platform/database.js";
 import { LOCK_WAIT_AS_CONFIGURED, waitingAtMost } from "../platform/lock-waits.js";
-import { endLostConnection, isConnectionLost } from "../platform/lost-connections.js";
+import { CommitInDoubt, endLostConnection } from "../platform/lost-connections.js";
 import { type BatchedTransaction, inBatchedTransaction, type Statement } from "../platform/statement-batch.js";
 import type { Activated, ActivationDependencies } from "./activation.js";
 import { activationCodesByKeysStatement, activationCodesOf } from "./activation-code-store.js";
@@ -112,10 +112,9 @@ async function groupInTransaction(
   const writes = accepted.length === 0 ? [] : [...groupWrites(state, accepted), ...eventWrite(deps, events)];
   const featureStatements = features.toRead.map(({ id }) => deps.store.entitlementFeaturesStatement(id));
   const written = await transaction.commitWith([...writes, ...featureStatements]).catch((error: unknown) => {
-    const connectionId = transaction.connectionId();
-    if (accepted.length === 0 || connectionId === undefined || !isConnectionLost(error)) throw error;
-    throw new CommitInDoubt(async () => {
-      await endLostConnection(deps.dataSource, connectionId);
+    if (accepted.length === 0 || !(error instanceof CommitInDoubt)) throw error;
+    throw new GroupCommitInDoubt(async () => {
+      await endLostConnection(deps.dataSource, error.connectionId);
       return (await groupCommitted(deps, accepted, features)) ? outcomesOf(state, decisions, features) : undefined;
     });
   });
@@ -129,7 +128,7 @@ async function groupInTransaction(
  * The connection was lost once the group's last batch (its COMMIT) was sent: the group may have committed.
  * `settle` answers its outcomes when it did, undefined when it did not.
  */
-export class CommitInDoubt extends Error {
+export class GroupCommitInDoubt extends Error {
   constructor(readonly settle: () => Promise<GroupOutcome[] | undefined>) {
     super("the connection was lost during a group's COMMIT");
   }

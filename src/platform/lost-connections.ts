@@ -1,9 +1,28 @@
 import { type DataSource, QueryFailedError } from "typeorm";
+import { DomainError } from "./errors.js";
 
 /** Whether the error is the driver's connection lost (reset, closed): what was sent may or may not have run. */
 export function isConnectionLost(error: unknown): boolean {
   const driverError = error instanceof QueryFailedError ? error.driverError : error;
   return (driverError as { fatal?: unknown } | undefined)?.fatal === true;
+}
+
+/**
+ * A MySQL transaction's connection was lost once its COMMIT was sent: it may have committed or not. Whoever gave
+ * anything on its behalf (a counter reservation, an activation) must find out (endLostConnection, then look for
+ * its rows) instead of undoing or redoing it; the request answers 503 `outcome-unknown`.
+ */
+export class CommitInDoubt extends DomainError {
+  constructor(
+    /** MySQL's id of the lost connection. */
+    readonly connectionId: number,
+  ) {
+    super(
+      "unavailable",
+      "the database connection was lost during the write's COMMIT: it may or may not have taken effect",
+      { slug: "outcome-unknown", headers: { "retry-after": "1" } },
+    );
+  }
 }
 
 const GONE_POLLS = 50;

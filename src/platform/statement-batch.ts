@@ -7,6 +7,7 @@ import {
   type WriteOptions,
 } from "./database.js";
 import { LOCK_WAIT_AS_CONFIGURED, lockWaitOf } from "./lock-waits.js";
+import { CommitInDoubt, isConnectionLost } from "./lost-connections.js";
 
 /** One SQL statement and its parameters, to run in a batch. */
 export interface Statement {
@@ -81,8 +82,6 @@ export interface BatchedTransaction {
   commitWith(statements: Statement[]): Promise<unknown[]>;
   /** The transaction's manager, for statements sent one by one; on MySQL the transaction is started first. */
   open(): Promise<EntityManager>;
-  /** MySQL's id of the transaction's connection, once it has one (see endLostConnection). */
-  connectionId(): number | undefined;
 }
 
 export interface BatchedTransactionOptions extends WriteOptions {
@@ -100,7 +99,7 @@ const COMMIT: Statement = { sql: "COMMIT", parameters: [] };
 
 /**
  * One transaction, as `inTransaction` runs it (all or nothing, READ COMMITTED on MySQL, run again after a deadlock),
- * whose statements travel in batches: on MySQL the START TRANSACTION rides with the first batch and the COMMIT
+ * whose statements travel in batches; a connection lost once its COMMIT was sent throws CommitInDoubt: on MySQL the START TRANSACTION rides with the first batch and the COMMIT
  * with the last, so a transaction of three batches is three round trips. SQLite runs it as `inTransaction` does.
  */
 export function inBatchedTransaction<T>(
@@ -111,7 +110,7 @@ export function inBatchedTransaction<T>(
   if (dialectOf(dataSource) !== "mysql") {
     const onSqlite = (manager: EntityManager) => {
       const run = (statements: Statement[]) => runBatch(manager, statements);
-      return work({ run, commitWith: run, open: async () => manager, connectionId: () => undefined });
+      return work({ run, commitWith: run, open: async () => manager });
     };
     return inTransaction(dataSource, onSqlite, options);
   }
@@ -128,12 +127,19 @@ async function onOneConnection<T>(
   const start = [...(readCommittedAlready(dataSource) ? [START] : [START_READ_COMMITTED, START]), ...lockWait];
   const end = lockWaitSeconds === undefined ? [] : [LOCK_WAIT_AS_CONFIGURED];
   const transaction: { state: "idle" | "open" | "committed" } = { state: "idle" };
+  const connectionId = () =>
+    (runner as unknown as { databaseConnection?: { threadId?: number } }).databaseConnection?.threadId;
+  const committing = (statements: Statement[]) =>
+    runBatch(runner.manager, statements).catch((error: unknown) => {
+      const id = connectionId();
+      throw isConnectionLost(error) && id !== undefined ? new CommitInDoubt(id) : error;
+    });
   const run = async (statements: Statement[], commit: boolean) => {
     if (transaction.state === "committed") throw new Error("the transaction has committed");
     const opening = transaction.state === "idle" ? start : [];
     transaction.state = "open";
-    const closing = commit ? [COMMIT, ...end] : [];
-    const results = await runBatch(runner.manager, [...opening, ...statements, ...closing]);
+    const batch = [...opening, ...statements, ...(commit ? [COMMIT, ...end] : [])];
+    const results = await (commit ? committing(batch) : runBatch(runner.manager, batch));
     if (commit) transaction.state = "committed";
     return results.slice(opening.length, opening.length + statements.length);
   };
@@ -145,10 +151,8 @@ async function onOneConnection<T>(
         if (transaction.state !== "open") await run([], false);
         return runner.manager;
       },
-      connectionId: () =>
-        (runner as unknown as { databaseConnection?: { threadId?: number } }).databaseConnection?.threadId,
     });
-    if (transaction.state === "open") await runBatch(runner.manager, [COMMIT, ...end]);
+    if (transaction.state === "open") await committing([COMMIT, ...end]);
     transaction.state = "committed";
     return result;
   } catch (error) {

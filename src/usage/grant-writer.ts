@@ -2,8 +2,10 @@ import type { DataSource } from "typeorm";
 import { GroupCommit } from "../platform/group-commit.js";
 import { Lanes } from "../platform/lanes.js";
 import type { Logger } from "../platform/logger.js";
+import { CommitInDoubt } from "../platform/lost-connections.js";
 import { type BatchedTransaction, inBatchedTransaction } from "../platform/statement-batch.js";
 import type { UsageMeters } from "../platform/usage-meters.js";
+import { recountAfterDoubt } from "./commit-in-doubt.js";
 import type { MeterRef, Reserved } from "./meter-counters.js";
 import type { UsageStatusEvents } from "./usage-status-events.js";
 import { generationsOf, periodName, type UsageRecordRow, type UsageStore } from "./usage-store.js";
@@ -32,6 +34,8 @@ export interface GrantWriterOptions {
   meters: UsageMeters;
   statusEvents: UsageStatusEvents;
   logger: Logger;
+  /** Rebuilds a counter from the records (see MeterCounters.rebuild). */
+  rebuild: (ref: MeterRef) => Promise<void>;
   /** Transactions writing at once; grants arriving meanwhile wait and are written together. */
   maxInFlight?: number;
   maxBatch?: number;
@@ -43,7 +47,7 @@ export interface GrantWriterOptions {
  * Group commit for pre-allocations: a granted amount is in the database before it is answered, and the grants
  * arriving while a transaction is under way share the next one. A grant whose counter's generation is no longer
  * the period row's was counted by a rebuild that did not see it: it is not written, and its caller reserves again.
- * A transaction that fails gives every reservation in it back.
+ * A transaction that fails gives every reservation in it back; one whose COMMIT's answer was lost recounts them.
  *
  * A period whose row another transaction holds exclusively (a counter rebuild summing a long period, a top-up, an
  * operator's session) is passed over, so that it holds up its own grants only: they wait for it in a lane of that
@@ -90,8 +94,15 @@ export class GrantWriter {
         { gathered: true },
       );
     } catch (error) {
-      await this.releaseAll(grants);
-      throw error;
+      if (!(error instanceof CommitInDoubt)) {
+        await this.releaseAll(grants);
+        throw error;
+      }
+      throw await recountAfterDoubt(
+        this.options,
+        error,
+        grants.map((grant) => grant.ref),
+      );
     }
     // Committed: nothing after this point may give the reservations back.
     written.remember();

@@ -7,8 +7,11 @@ import {
   RecordUsageTransactionsResponseSchema,
 } from "../../gen/provision/v1/usage_pb.js";
 import { liveSessionOfCall } from "../licensing/live-session.js";
-import { inTransaction, isUniqueViolation } from "../platform/database.js";
+import { isUniqueViolation } from "../platform/database.js";
 import { DomainError } from "../platform/errors.js";
+import { CommitInDoubt } from "../platform/lost-connections.js";
+import { inManagedTransaction } from "../platform/statement-batch.js";
+import { recountAfterDoubt } from "./commit-in-doubt.js";
 import { countersUnavailable } from "./guarded-meters.js";
 import type { MeterRef, Reserved } from "./meter-counters.js";
 import { BalancePeriodMoved } from "./usage-balance-store.js";
@@ -91,7 +94,7 @@ async function writeBatch(
   let remember = () => {};
   let acceptedCount: number;
   try {
-    acceptedCount = await inTransaction(deps.dataSource, async (manager) => {
+    acceptedCount = await inManagedTransaction(deps.dataSource, {}, async (manager) => {
       // A transaction run again (after a deadlock) gives back what its earlier run reserved.
       await releaseAll(deps, reservations);
       reservations = [];
@@ -112,6 +115,10 @@ async function writeBatch(
       return fresh.length;
     });
   } catch (error) {
+    if (error instanceof CommitInDoubt) {
+      const refs = reservations.map(({ ref }) => ref);
+      throw await recountAfterDoubt({ ...deps, rebuild: (ref) => deps.counters.rebuild(ref) }, error, refs);
+    }
     await releaseAll(deps, reservations);
     throw error;
   }

@@ -51,6 +51,7 @@ export async function createUsage(options: {
     meters,
     statusEvents,
     logger,
+    rebuild: (ref) => counters.rebuild(ref),
     maxInFlight: onMysql ? 2 : 1,
     gatherTurns: onMysql ? undefined : SYNCHRONOUS_GATHER_TURNS,
   });

@@ -1,9 +1,10 @@
 import net from "node:net";
 
 /**
- * A TCP proxy on loopback in front of MySQL that, once armed, loses the connection carrying the next query whose
- * text contains every one of `marks`: the query goes on to the server, which runs it, and the client's side of
- * the connection is closed before any answer comes back, as a network failure between the two would.
+ * A TCP proxy on loopback in front of MySQL that, once armed, loses the connection of the next transaction whose
+ * query text contains every one of `marks`, at its COMMIT (in the same query or a later one): the COMMIT goes on to
+ * the server, which runs it, and the client's side of the connection is closed before any answer comes back, as a
+ * network failure between the two would.
  */
 export async function startCuttingProxy(target: { host: string; port: number }) {
   let armed: string[] | undefined;
@@ -11,6 +12,7 @@ export async function startCuttingProxy(target: { host: string; port: number }) 
   const sockets = new Set<net.Socket>();
   const server = net.createServer((client) => {
     const upstream = net.connect(target.port, target.host);
+    let marked = false;
     let cutHere = false;
     for (const socket of [client, upstream]) {
       sockets.add(socket);
@@ -26,6 +28,10 @@ export async function startCuttingProxy(target: { host: string; port: number }) 
       const text = chunk.toString("latin1");
       if (armed?.every((mark) => text.includes(mark))) {
         armed = undefined;
+        marked = true;
+      }
+      if (marked && text.includes("COMMIT")) {
+        marked = false;
         cuts++;
         cutHere = true;
         client.destroy();
@@ -41,14 +47,16 @@ export async function startCuttingProxy(target: { host: string; port: number }) 
   const { port } = server.address() as net.AddressInfo;
   return {
     port,
-    /** Cuts the next query containing every mark. */
+    /** Cuts the COMMIT of the next transaction with a query containing every mark. */
     arm: (...marks: string[]) => {
       armed = marks;
     },
     cuts: () => cuts,
-    close: async () => {
+    close: async (): Promise<void> => {
       for (const socket of sockets) socket.destroy();
       await new Promise((resolve) => server.close(resolve));
     },
   };
 }
+
+export type CuttingProxy = Awaited<ReturnType<typeof startCuttingProxy>>;

@@ -1,0 +1,78 @@
+import anyTest, { type TestFn } from "ava";
+import { type CuttingProxy, startCuttingProxy } from "../support/cutting-proxy.js";
+import {
+  API_CALLS,
+  meteredEntitlement,
+  meteredSession,
+  preallocate,
+  sendUsage,
+  usageItems,
+} from "../support/metering.js";
+import { createTestDatabase, startTestServer, type TestServer } from "../support/test-server.js";
+
+// The connection to MySQL lost between a usage write's COMMIT and its answer: the write may have committed. Its
+// counter reservation must neither be given back (the records may be there: the counter would then fall below
+// them and let later grants pass the Block tier) nor kept blindly: the counter is recounted from the records.
+const test = anyTest as TestFn<{ server: TestServer; proxy: CuttingProxy; drop: () => Promise<void> }>;
+
+test.before(async (t) => {
+  const database = await createTestDatabase();
+  t.context.drop = database.drop;
+  const direct = new URL(database.url);
+  t.context.proxy = await startCuttingProxy({ host: direct.hostname, port: Number(direct.port || 3306) });
+  const throughProxy = new URL(database.url);
+  throughProxy.port = String(t.context.proxy.port);
+  t.context.server = await startTestServer({ databaseUrl: throughProxy.toString() });
+});
+
+test.after.always(async (t) => {
+  await t.context.server?.close();
+  await t.context.proxy?.close();
+  await t.context.drop?.();
+});
+
+async function recordedUnits(server: TestServer, entitlementId: string): Promise<number> {
+  const [row] = (await server.app.dataSource.query(
+    "SELECT COALESCE(SUM(amount), 0) AS total FROM usage_records WHERE entitlement_id = ?",
+    [entitlementId],
+  )) as { total: unknown }[];
+  return Number(row.total) / 1e6;
+}
+
+test.serial(
+  "a pre-allocation whose COMMIT's answer is lost: 503, and the counter holds what was recorded",
+  async (t) => {
+    const { server, proxy } = t.context;
+    const entitlement = await meteredEntitlement(server.baseUrl, [API_CALLS]);
+    const session = await meteredSession(server.baseUrl, entitlement);
+    t.true((await preallocate(server.baseUrl, session, "api-calls", 10)).body.granted);
+    proxy.arm("usage_records");
+    const lost = await preallocate(server.baseUrl, session, "api-calls", 10);
+    t.is(proxy.cuts(), 1);
+    t.is(lost.status, 503, JSON.stringify(lost.body));
+    t.is(lost.body.type, "urn:provision:problem:outcome-unknown");
+    // Committed, or rolled back when the connection was ended first: the counter holds what the records hold.
+    const recorded = await recordedUnits(server, entitlement.entitlementId);
+    t.true(recorded === 10 || recorded === 20, String(recorded));
+    const next = await preallocate(server.baseUrl, session, "api-calls", 1);
+    t.like(next.body, { granted: true, currentValue: recorded + 1 });
+  },
+);
+
+test.serial("a usage batch whose COMMIT's answer is lost: sent again, it is counted once", async (t) => {
+  const { server, proxy } = t.context;
+  const entitlement = await meteredEntitlement(server.baseUrl, [API_CALLS]);
+  const session = await meteredSession(server.baseUrl, entitlement);
+  // Its counter made first (a rebuild from the records, a transaction of its own).
+  t.is((await sendUsage(server.baseUrl, session, usageItems("api-calls", [1], 100))).status, 200);
+  const batch = usageItems("api-calls", [5, 5, 5]);
+  proxy.arm("usage_records");
+  const lost = await sendUsage(server.baseUrl, session, batch);
+  t.is(proxy.cuts(), 2);
+  t.is(lost.status, 503, JSON.stringify(lost.body));
+  const again = await sendUsage(server.baseUrl, session, batch);
+  t.is(again.body.acceptedCount + again.body.duplicateCount, 3, JSON.stringify(again.body));
+  t.is(await recordedUnits(server, entitlement.entitlementId), 16);
+  const next = await preallocate(server.baseUrl, session, "api-calls", 1);
+  t.like(next.body, { granted: true, currentValue: 17 });
+});
