@@ -1,4 +1,5 @@
-import { type DataSource, QueryFailedError } from "typeorm";
+import type { DataSource } from "typeorm";
+import { QueryFailedError } from "typeorm/error/QueryFailedError.js";
 import { DomainError } from "./errors.js";
 
 /** Whether the error is the driver's connection lost (reset, closed): what was sent may or may not have run. */
