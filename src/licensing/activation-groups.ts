@@ -87,14 +87,21 @@ async function activateOrAlone(
     return await activateGroup(deps, jobs, locking);
   } catch (error) {
     if (error instanceof LocksNotGranted) return activateOrAlone(deps, jobs, passingOverEvery(locking));
-    return (await settledInDoubt(error)) ?? jobs.map(() => ({ kind: "alone" }));
+    return (await settledInDoubt(error, jobs.length)) ?? jobs.map(() => ({ kind: "alone" }));
   }
 }
 
-/** A lost COMMIT's outcomes, when the group did commit; undefined otherwise (or when that cannot be told). */
-async function settledInDoubt(error: unknown): Promise<GroupOutcome[] | undefined> {
+/**
+ * A lost COMMIT's outcomes: the group's when it committed, undefined when it did not; when that cannot be told,
+ * each activation answers the doubt (503 `outcome-unknown`) rather than activate again.
+ */
+async function settledInDoubt(error: unknown, count: number): Promise<GroupOutcome[] | undefined> {
   if (!(error instanceof GroupCommitInDoubt)) return undefined;
-  return error.settle().catch(() => undefined);
+  try {
+    return await error.settle();
+  } catch {
+    return Array.from({ length: count }, () => ({ kind: "refused", error: error.doubt }));
+  }
 }
 
 /**
@@ -105,7 +112,7 @@ async function activateInLane(deps: ActivationDependencies, jobs: GroupedActivat
   try {
     return await activateGroup(deps, jobs, WAITING_FOR_EVERY_LOCK);
   } catch (error) {
-    const settled = await settledInDoubt(error);
+    const settled = await settledInDoubt(error, jobs.length);
     if (settled) return settled;
     const outcome: GroupOutcome = isDatabaseBusy(error) ? { kind: "refused", error } : { kind: "alone" };
     return jobs.map(() => outcome);

@@ -13,7 +13,7 @@ const FIRST_LOCK_WAIT: BatchedTransactionOptions = { lockWaitSeconds: 1 };
  * most a second for each lock (`lockWait`); when a lock stays held longer, it runs again waiting the server's
  * lock-wait timeout, four at a time across all entitlements. So rows held elsewhere (a stalled instance's, an
  * operator's open session) take four of the pool's connections at most, and the transactions of entitlements not
- * held do not queue behind theirs.
+ * held wait behind theirs only once their own lock has kept them a second.
  */
 export class EntitlementTurns {
   private readonly each = new KeyedTurns(TURNS.each);

@@ -113,7 +113,7 @@ async function groupInTransaction(
   const featureStatements = features.toRead.map(({ id }) => deps.store.entitlementFeaturesStatement(id));
   const written = await transaction.commitWith([...writes, ...featureStatements]).catch((error: unknown) => {
     if (accepted.length === 0 || !(error instanceof CommitInDoubt)) throw error;
-    throw new GroupCommitInDoubt(async () => {
+    throw new GroupCommitInDoubt(error, async () => {
       await endLostConnection(deps.dataSource, error.connectionId);
       return (await groupCommitted(deps, accepted, features)) ? outcomesOf(state, decisions, features) : undefined;
     });
@@ -129,7 +129,10 @@ async function groupInTransaction(
  * `settle` answers its outcomes when it did, undefined when it did not.
  */
 export class GroupCommitInDoubt extends Error {
-  constructor(readonly settle: () => Promise<GroupOutcome[] | undefined>) {
+  constructor(
+    readonly doubt: CommitInDoubt,
+    readonly settle: () => Promise<GroupOutcome[] | undefined>,
+  ) {
     super("the connection was lost during a group's COMMIT");
   }
 }
@@ -294,14 +297,17 @@ async function lockEntitlements(
   };
 }
 
-/** The locking batch; a bounded wait that timed out sets the session's timeout back and throws LocksNotGranted. */
+/**
+ * The locking batch. When it fails with a bounded wait (the statements after the failing one did not run), the
+ * session's timeout is set back first; a wait that timed out throws LocksNotGranted.
+ */
 async function runLocking(transaction: BatchedTransaction, bounded: boolean, statements: Statement[]) {
   try {
     return await transaction.run(statements);
   } catch (error) {
-    if (!bounded || !isLockWaitTimeout(error)) throw error;
+    if (!bounded) throw error;
     await transaction.run([LOCK_WAIT_AS_CONFIGURED]);
-    throw new LocksNotGranted();
+    throw isLockWaitTimeout(error) ? new LocksNotGranted() : error;
   }
 }
 

@@ -99,8 +99,9 @@ const COMMIT: Statement = { sql: "COMMIT", parameters: [] };
 
 /**
  * One transaction, as `inTransaction` runs it (all or nothing, READ COMMITTED on MySQL, run again after a deadlock),
- * whose statements travel in batches; a connection lost once its COMMIT was sent throws CommitInDoubt: on MySQL the START TRANSACTION rides with the first batch and the COMMIT
+ * whose statements travel in batches: on MySQL the START TRANSACTION rides with the first batch and the COMMIT
  * with the last, so a transaction of three batches is three round trips. SQLite runs it as `inTransaction` does.
+ * A connection lost during the COMMIT's batch throws CommitInDoubt (it may or may not have committed).
  */
 export function inBatchedTransaction<T>(
   dataSource: DataSource,

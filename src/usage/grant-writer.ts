@@ -23,7 +23,15 @@ export type GrantOutcome = { written: true } | { written: false; generation: num
 
 /** Not written: its period's row is held by another transaction, and the group passed it over. */
 const PASSED_OVER = "passed over";
-type WriteOutcome = GrantOutcome | typeof PASSED_OVER;
+/** Written, or not: the COMMIT's answer was lost (its counter was recounted). */
+type WriteOutcome = GrantOutcome | typeof PASSED_OVER | CommitInDoubt;
+
+/** How a group's transaction sorted its grants, before its COMMIT. */
+interface Sorted {
+  current: Set<Grant>;
+  passedOver: Set<Grant>;
+  generations: Map<string, number>;
+}
 type Groups = GroupCommit<Grant, WriteOutcome>;
 /** Lanes writing at once, however many periods are held elsewhere. */
 const LANES_AT_ONCE = 2;
@@ -72,6 +80,7 @@ export class GrantWriter {
     let inLane = this.lanes.has(period);
     for (;;) {
       const outcome = inLane ? await this.lanes.submit(period, grant) : await this.groups.submit(grant);
+      if (outcome instanceof CommitInDoubt) throw outcome;
       if (outcome !== PASSED_OVER) return outcome;
       inLane = true;
     }
@@ -86,31 +95,25 @@ export class GrantWriter {
   }
 
   private async writeGroup(grants: Grant[], passOver: boolean): Promise<WriteOutcome[]> {
-    let written: Awaited<ReturnType<GrantWriter["writeInTransaction"]>>;
+    const sorted: Partial<Sorted> = {};
+    let remember: () => void;
     try {
-      written = await inBatchedTransaction(
+      remember = await inBatchedTransaction(
         this.options.dataSource,
-        (transaction) => this.writeInTransaction(transaction, grants, passOver),
+        (transaction) => this.writeInTransaction(transaction, grants, passOver, sorted),
         { gathered: true },
       );
     } catch (error) {
-      if (!(error instanceof CommitInDoubt)) {
+      if (!(error instanceof CommitInDoubt) || !sorted.current) {
         await this.releaseAll(grants);
         throw error;
       }
-      throw await recountAfterDoubt(
-        this.options,
-        error,
-        grants.map((grant) => grant.ref),
-      );
+      const refs = [...sorted.current].map((grant) => grant.ref);
+      return outcomesOf(grants, sorted as Sorted, await recountAfterDoubt(this.options, error, refs));
     }
     // Committed: nothing after this point may give the reservations back.
-    written.remember();
-    return grants.map((grant) => {
-      if (written.current.has(grant)) return { written: true };
-      if (written.passedOver.has(grant)) return PASSED_OVER;
-      return { written: false, generation: generationOf(written.generations, grant.ref) };
-    });
+    remember();
+    return outcomesOf(grants, sorted as Sorted);
   }
 
   /**
@@ -120,7 +123,12 @@ export class GrantWriter {
    * period absent from the generations read (held elsewhere, or without a row yet) is passed over: its lane reads
    * it again, waiting.
    */
-  private async writeInTransaction(transaction: BatchedTransaction, grants: Grant[], passOver: boolean) {
+  private async writeInTransaction(
+    transaction: BatchedTransaction,
+    grants: Grant[],
+    passOver: boolean,
+    sorted: Partial<Sorted>,
+  ): Promise<() => void> {
     const { store, statusEvents } = this.options;
     const [rows] = await transaction.run([store.lockGenerationsStatement(distinctPeriods(grants), passOver)]);
     const generations = generationsOf(rows);
@@ -145,12 +153,13 @@ export class GrantWriter {
       limitMicro: grant.reserved.limit,
       generation: grant.reserved.generation,
     }));
+    Object.assign(sorted, { current: new Set(current), passedOver, generations });
     let remember = () => {};
     if (statusEvents.mayRecord(observations)) {
       await transaction.run(inserts);
       remember = await statusEvents.record(await transaction.open(), observations);
     } else await transaction.commitWith(inserts);
-    return { current: new Set(current), passedOver, generations, remember };
+    return remember;
   }
 
   private async releaseAll(grants: Grant[]): Promise<void> {
@@ -162,6 +171,15 @@ export class GrantWriter {
         );
     }
   }
+}
+
+/** Each grant's outcome as its group's transaction sorted it; the written ones' is `doubt` when it is given. */
+function outcomesOf(grants: Grant[], sorted: Sorted, doubt?: CommitInDoubt): WriteOutcome[] {
+  return grants.map((grant) => {
+    if (sorted.current.has(grant)) return doubt ?? { written: true };
+    if (sorted.passedOver.has(grant)) return PASSED_OVER;
+    return { written: false, generation: generationOf(sorted.generations, grant.ref) };
+  });
 }
 
 function distinctPeriods(grants: Grant[]): { assetId: string; periodStart: Date }[] {

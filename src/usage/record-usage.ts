@@ -161,7 +161,7 @@ async function reserveAll(
     passOver,
   );
   const missing = shares.filter((share) => !generations.has(periodName(share.ref.assetId, share.ref.periodStart)));
-  if (missing.length > 0 && passOver) throw new PeriodsHeld();
+  if (missing.length > 0 && passOver) await throwIfHeld(deps, manager, missing);
   if (missing.length > 0) throw new CountersMissing(missing.map((share) => ({ ref: share.ref, generation: -1 })));
   const reservations: Reservation[] = [];
   const lost: { ref: MeterRef; generation: number }[] = [];
@@ -186,6 +186,15 @@ async function reserveAll(
     await releaseAll(deps, reservations);
     throw error;
   }
+}
+
+/** Throws PeriodsHeld when a period the skip-locked read passed over has a row: another transaction holds it. */
+async function throwIfHeld(deps: UsageDependencies, manager: EntityManager, missing: { ref: MeterRef }[]) {
+  const withRows = await deps.store.periodsWithRows(
+    manager,
+    missing.map(({ ref }) => ref),
+  );
+  if (withRows.size > 0) throw new PeriodsHeld();
 }
 
 /** Per counter, the amount the items add: their sum, or their highest for a peak counter. */

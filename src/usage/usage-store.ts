@@ -155,8 +155,17 @@ export class UsageStore {
    * whose row another transaction holds exclusively (a rebuild, a top-up) is absent too.
    */
   lockGenerationsStatement(keys: { assetId: string; periodStart: Date }[], skipLocked = false): Statement {
+    return this.generationsStatement(keys, skipLocked ? forShareSkipLocked(this.dataSource) : forShare(this.dialect));
+  }
+
+  /** The names of these periods that have a row, read without locking them. */
+  async periodsWithRows(manager: EntityManager, keys: { assetId: string; periodStart: Date }[]): Promise<Set<string>> {
+    const { sql, parameters } = this.generationsStatement(keys, "");
+    return new Set(generationsOf(await manager.query(sql, parameters)).keys());
+  }
+
+  private generationsStatement(keys: { assetId: string; periodStart: Date }[], lock: string): Statement {
     const tuples = keys.map(() => "(?, ?)").join(", ");
-    const lock = skipLocked ? forShareSkipLocked(this.dataSource) : forShare(this.dialect);
     return {
       sql: `SELECT asset_id, period_start, generation FROM usage_periods WHERE (asset_id, period_start) IN (${tuples}) ORDER BY asset_id, period_start${lock}`,
       parameters: keys.flatMap((key) => [key.assetId, sqlDate(this.dialect, key.periodStart)]),
