@@ -72,11 +72,10 @@ const GROUPS = { weigh: () => 1, maxWeight: GROUP_SIZE };
 /**
  * A group that fails as a whole (rolled back) sends each of its activations alone, so that one entitlement's
  * trouble answers its own activations only, not those of every entitlement grouped with it (alone, each waits its
- * entitlement's turn: see EntitlementTurns). Were the failure a connection lost during the COMMIT of a group that did
- * commit, each would activate again: its device's new session replaces the one the group made, on the same seat.
- * A group not granted in time a lock it waited for (another transaction took it first) runs again passing over
- * every lock held, so that the group and every group after it on this instance do not wait on that transaction.
- * A group whose connection was lost during its COMMIT answers as it committed, or, when it did not, alone.
+ * entitlement's turn: see EntitlementTurns). A group not granted in time a lock it waited for (another transaction
+ * took it first) runs again passing over every lock held, so that the group and every group after it on this
+ * instance do not wait on that transaction. A group whose connection was lost during its COMMIT answers as it
+ * committed, or, when it did not, alone (see settledInDoubt).
  */
 async function activateOrAlone(
   deps: ActivationDependencies,
