@@ -114,7 +114,7 @@ async function groupInTransaction(
   const written = await transaction.commitWith([...writes, ...featureStatements]).catch((error: unknown) => {
     if (accepted.length === 0 || !(error instanceof CommitInDoubt)) throw error;
     throw new GroupCommitInDoubt(error, async () => {
-      await endLostConnection(deps.dataSource, error.connectionId);
+      await endLostConnection(deps.dataSource, error);
       return (await groupCommitted(deps, accepted, features)) ? outcomesOf(state, decisions, features) : undefined;
     });
   });

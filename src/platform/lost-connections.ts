@@ -17,6 +17,8 @@ export class CommitInDoubt extends DomainError {
   constructor(
     /** MySQL's id of the lost connection. */
     readonly connectionId: number,
+    /** When its transaction started (Date.now()). */
+    readonly startedAt: number,
   ) {
     super(
       "unavailable",
@@ -30,11 +32,15 @@ const GONE_POLLS = 50;
 const GONE_POLL_MS = 100;
 
 /**
- * Ends a MySQL connection whose client side was lost (`threadId`, the server's id of it) and resolves once the
- * server no longer runs it: its transaction has then committed or rolled back for good, and nothing it was sent
- * still in flight can run. Throws when the server keeps it past five seconds.
+ * Ends the connection a CommitInDoubt lost and resolves once the server no longer runs it: its transaction has
+ * then committed or rolled back for good, and nothing it was sent still in flight can run. Throws when the server
+ * keeps it past five seconds. A server started since the transaction began (a restart: the loss's likely cause)
+ * runs nothing of it, and its thread ids begin again, so that id may name another connection: nothing is ended.
  */
-export async function endLostConnection(dataSource: DataSource, threadId: number): Promise<void> {
+export async function endLostConnection(dataSource: DataSource, doubt: CommitInDoubt): Promise<void> {
+  const [uptime] = (await dataSource.query("SHOW GLOBAL STATUS LIKE 'Uptime'")) as { Value: string }[];
+  if (Number(uptime.Value) * 1000 < Date.now() - doubt.startedAt) return;
+  const threadId = doubt.connectionId;
   await dataSource.query("KILL CONNECTION ?", [threadId]).catch(() => undefined);
   for (let poll = 0; poll < GONE_POLLS; poll++) {
     const rows = (await dataSource.query("SELECT 1 FROM information_schema.PROCESSLIST WHERE ID = ?", [

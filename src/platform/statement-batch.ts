@@ -124,6 +124,7 @@ async function onOneConnection<T>(
   lockWaitSeconds: number | undefined,
 ) {
   const runner = dataSource.createQueryRunner();
+  const startedAt = Date.now();
   const lockWait = lockWaitSeconds === undefined ? [] : [lockWaitOf(lockWaitSeconds)];
   const start = [...(readCommittedAlready(dataSource) ? [START] : [START_READ_COMMITTED, START]), ...lockWait];
   const end = lockWaitSeconds === undefined ? [] : [LOCK_WAIT_AS_CONFIGURED];
@@ -133,7 +134,7 @@ async function onOneConnection<T>(
   const committing = (statements: Statement[]) =>
     runBatch(runner.manager, statements).catch((error: unknown) => {
       const id = connectionId();
-      throw isConnectionLost(error) && id !== undefined ? new CommitInDoubt(id) : error;
+      throw isConnectionLost(error) && id !== undefined ? new CommitInDoubt(id, startedAt) : error;
     });
   const run = async (statements: Statement[], commit: boolean) => {
     if (transaction.state === "committed") throw new Error("the transaction has committed");

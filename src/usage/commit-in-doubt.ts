@@ -16,7 +16,7 @@ export async function recountAfterDoubt(
 ): Promise<CommitInDoubt> {
   const warn = (error: Error) =>
     options.logger.warn({ err: { message: error.message } }, "could not recount a counter after a lost COMMIT");
-  await endLostConnection(options.dataSource, doubt.connectionId).catch(warn);
+  await endLostConnection(options.dataSource, doubt).catch(warn);
   const byPeriod = new Map(refs.map((ref) => [periodName(ref.assetId, ref.periodStart), ref]));
   for (const ref of byPeriod.values()) await options.rebuild(ref).catch(warn);
   return doubt;

@@ -1,7 +1,9 @@
 import test from "ava";
+import mysql from "mysql2/promise";
 import { openDatabase } from "../../src/app.js";
 import { loadConfig } from "../../src/platform/config.js";
 import { connectDatabase, inTransaction } from "../../src/platform/database.js";
+import { CommitInDoubt, endLostConnection } from "../../src/platform/lost-connections.js";
 import { createTestDatabase } from "../support/test-server.js";
 
 /** More transactions at once than the pool has connections: every connection is used, and some twice. */
@@ -82,4 +84,26 @@ test("a deadlock victim runs again; a transaction timed out waiting for a lock a
   t.is(attempts, 1, "a lock wait that timed out is not waited again");
   await holder.commitTransaction();
   await holder.release();
+});
+
+test("a lost connection is ended on the server, unless the server started after its transaction", async (t) => {
+  const database = await createTestDatabase();
+  t.teardown(() => database.drop());
+  const dataSource = await connectDatabase(openDatabase(loadConfig({ DATABASE_URL: database.url })));
+  t.teardown(() => dataSource.destroy());
+  const other = await mysql.createConnection({ uri: database.url });
+  t.teardown(() => other.destroy());
+  const running = async () =>
+    (
+      (await dataSource.query("SELECT 1 FROM information_schema.PROCESSLIST WHERE ID = ?", [
+        other.threadId,
+      ])) as unknown[]
+    ).length === 1;
+
+  // A transaction begun before the server's start: that id is not the lost connection's any more.
+  await endLostConnection(dataSource, new CommitInDoubt(other.threadId, 0));
+  t.true(await running(), "a connection made since the server started is left alone");
+  await endLostConnection(dataSource, new CommitInDoubt(other.threadId, Date.now()));
+  t.false(await running(), "the lost connection is gone from the server");
+  await t.throwsAsync(other.query("SELECT 1"));
 });
