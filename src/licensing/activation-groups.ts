@@ -49,7 +49,7 @@ export class ActivationGroups {
 
   async submit(deps: ActivationDependencies, job: GroupedActivation): Promise<GroupOutcome> {
     this.groups ??= new GroupCommit((jobs) => this.write(deps, jobs), { ...GROUPS, maxInFlight: GROUPS_IN_FLIGHT });
-    this.lanes ??= new Lanes((jobs) => activateInLane(deps, jobs), GROUPS, LANES_AT_ONCE);
+    this.lanes ??= new Lanes((jobs) => activateOrAnswer(deps, jobs, WAITING_FOR_EVERY_LOCK), GROUPS, LANES_AT_ONCE);
     const { entitlementId } = job.owner;
     if (this.lanes.has(entitlementId)) return this.lanes.submit(entitlementId, job);
     const outcome = await this.groups.submit(job);
@@ -60,7 +60,7 @@ export class ActivationGroups {
     this.widest = Math.max(this.widest, new Set(jobs.map((job) => job.owner.entitlementId)).size);
     const turn = await this.locks.next();
     try {
-      return await activateOrAlone(deps, jobs, turn.locking);
+      return await activateOrAnswer(deps, jobs, turn.locking);
     } finally {
       turn.release();
     }
@@ -72,12 +72,13 @@ const GROUPS = { weigh: () => 1, maxWeight: GROUP_SIZE };
 /**
  * A group that fails as a whole (rolled back) sends each of its activations alone, so that one entitlement's
  * trouble answers its own activations only, not those of every entitlement grouped with it (alone, each waits its
- * entitlement's turn: see EntitlementTurns). A group not granted in time a lock it waited for (another transaction
- * took it first) runs again passing over every lock held, so that the group and every group after it on this
- * instance do not wait on that transaction. A group whose connection was lost during its COMMIT answers as it
- * committed, or, when it did not, alone (see settledInDoubt).
+ * entitlement's turn: see EntitlementTurns); but a lane's group whose lock stayed held through its wait answers
+ * that (503) to each, rather than each waiting for it again alone. A group not granted in time a lock it waited for
+ * (another transaction took it first) runs again passing over every lock held, so that the group and every group
+ * after it on this instance do not wait on that transaction. A group whose connection was lost during its COMMIT
+ * answers as it committed, or, when it did not, alone (see settledInDoubt).
  */
-async function activateOrAlone(
+async function activateOrAnswer(
   deps: ActivationDependencies,
   jobs: GroupedActivation[],
   locking: GroupLocking,
@@ -85,8 +86,12 @@ async function activateOrAlone(
   try {
     return await activateGroup(deps, jobs, locking);
   } catch (error) {
-    if (error instanceof LocksNotGranted) return activateOrAlone(deps, jobs, passingOverEvery(locking));
-    return (await settledInDoubt(error, jobs.length)) ?? jobs.map(() => ({ kind: "alone" }));
+    if (error instanceof LocksNotGranted) return activateOrAnswer(deps, jobs, passingOverEvery(locking));
+    const settled = await settledInDoubt(error, jobs.length);
+    if (settled) return settled;
+    const inLane = locking === WAITING_FOR_EVERY_LOCK;
+    const outcome: GroupOutcome = inLane && isDatabaseBusy(error) ? { kind: "refused", error } : { kind: "alone" };
+    return jobs.map(() => outcome);
   }
 }
 
@@ -100,21 +105,6 @@ async function settledInDoubt(error: unknown, count: number): Promise<GroupOutco
     return await error.settle();
   } catch {
     return Array.from({ length: count }, () => ({ kind: "refused", error: error.doubt }));
-  }
-}
-
-/**
- * A lane's group (one entitlement): as activateOrAlone, but when its lock stayed held through every attempt each
- * activation answers that (503), rather than wait for it again alone.
- */
-async function activateInLane(deps: ActivationDependencies, jobs: GroupedActivation[]): Promise<GroupOutcome[]> {
-  try {
-    return await activateGroup(deps, jobs, WAITING_FOR_EVERY_LOCK);
-  } catch (error) {
-    const settled = await settledInDoubt(error, jobs.length);
-    if (settled) return settled;
-    const outcome: GroupOutcome = isDatabaseBusy(error) ? { kind: "refused", error } : { kind: "alone" };
-    return jobs.map(() => outcome);
   }
 }
 

@@ -1,5 +1,4 @@
-import { dialectOf, isLockWaitTimeout } from "../platform/database.js";
-import { LOCK_WAIT_AS_CONFIGURED, waitingAtMost } from "../platform/lock-waits.js";
+import { isLockWaitTimeout } from "../platform/database.js";
 import { CommitInDoubt, endLostConnection } from "../platform/lost-connections.js";
 import { type BatchedTransaction, inBatchedTransaction, type Statement } from "../platform/statement-batch.js";
 import type { Activated, ActivationDependencies } from "./activation.js";
@@ -94,7 +93,9 @@ export function activateGroup(
   jobs: GroupedActivation[],
   locking: GroupLocking,
 ): Promise<GroupOutcome[]> {
-  return inBatchedTransaction(deps.dataSource, (transaction) => groupInTransaction(deps, transaction, jobs, locking));
+  return inBatchedTransaction(deps.dataSource, (transaction) => groupInTransaction(deps, transaction, jobs, locking), {
+    lockWaitSeconds: locking.waitSeconds,
+  });
 }
 
 async function groupInTransaction(
@@ -192,8 +193,9 @@ function featuresOf(deps: ActivationDependencies, accepted: Accepted[]) {
  * before it, which commits next) and passes over any other that another transaction holds, so that a lock held
  * elsewhere (a stalled instance, an operator's session) holds up its own entitlement's activations only: they
  * answer `blocked`. `locked` hears which the group holds, as soon as it holds them.
- * With `waitSeconds` (MySQL), the group waits that long at most for those locks and then throws LocksNotGranted:
- * when the group before it commits, a row it held may go to a transaction that queued for it earlier.
+ * With `waitSeconds` (MySQL), the group waits that long at most for any lock: for those entitlements it then throws
+ * LocksNotGranted (when the group before it commits, a row it held may go to a transaction that queued for it
+ * earlier); for any other row it fails as a whole (503 `database-busy`).
  */
 export interface GroupLocking {
   waitsFor(entitlementId: string): boolean;
@@ -206,7 +208,7 @@ export const WAITING_FOR_EVERY_LOCK: GroupLocking = { waitsFor: () => true, lock
 
 /** The same locking, passing over every entitlement another transaction holds. */
 export function passingOverEvery(locking: GroupLocking): GroupLocking {
-  return { waitsFor: () => false, locked: (ids) => locking.locked(ids) };
+  return { ...locking, waitsFor: () => false };
 }
 
 /** A group's lock wait timed out (after `GroupLocking.waitSeconds`); its transaction was rolled back. */
@@ -275,20 +277,16 @@ async function lockEntitlements(
     ...(waited.length > 0 ? [store.entitlementsStatement(waited)] : []),
     ...(passedOver.length > 0 ? [store.entitlementsStatement(passedOver, true)] : []),
   ];
-  const { waitSeconds } = locking;
-  const bounded = waited.length > 0 && waitSeconds !== undefined && dialectOf(deps.dataSource) === "mysql";
   const keptProducts = new Map(entitlementIds.map((id) => [id, deps.entitlementProducts.keptIds(id, true)]));
   const productReads = entitlementIds.filter((id) => !keptProducts.get(id));
-  const [receiverRows, ...rest] = await runLocking(transaction, bounded, [
+  const [receiverRows, ...rest] = await runLocking(transaction, [
     deps.events.receiversStatement([...new Set(jobs.map((job) => job.owner.providerId))]),
-    ...(bounded ? waitingAtMost(waitSeconds, locks) : locks),
+    ...locks,
     ...productReads.map((id) => store.licensedProductsStatement(id)),
   ]);
-  const lockResults = bounded ? rest.slice(1, 1 + locks.length) : rest.slice(0, locks.length);
-  const rows = lockResults.flatMap((result) => store.entitlementsOf(result));
+  const rows = rest.slice(0, locks.length).flatMap((result) => store.entitlementsOf(result));
   locking.locked(rows.map((row) => row.id));
-  const productsAt = (bounded ? 2 : 0) + locks.length;
-  const productRows = new Map(productReads.map((id, index) => [id, rest[productsAt + index]]));
+  const productRows = new Map(productReads.map((id, index) => [id, rest[locks.length + index]]));
   return {
     rows,
     passedOver: new Set(passedOver),
@@ -297,16 +295,11 @@ async function lockEntitlements(
   };
 }
 
-/**
- * The locking batch. When it fails with a bounded wait (the statements after the failing one did not run), the
- * session's timeout is set back first; a wait that timed out throws LocksNotGranted.
- */
-async function runLocking(transaction: BatchedTransaction, bounded: boolean, statements: Statement[]) {
+/** The locking batch; a lock waited for past the group's `waitSeconds` throws LocksNotGranted. */
+async function runLocking(transaction: BatchedTransaction, statements: Statement[]) {
   try {
     return await transaction.run(statements);
   } catch (error) {
-    if (!bounded) throw error;
-    await transaction.run([LOCK_WAIT_AS_CONFIGURED]);
     throw isLockWaitTimeout(error) ? new LocksNotGranted() : error;
   }
 }
