@@ -8,6 +8,7 @@ import { QueryFailedError } from "typeorm/error/QueryFailedError.js";
 import type { QueryResult } from "typeorm/query-runner/QueryResult.js";
 import type { DatabaseConfig } from "./config.js";
 import { DomainError } from "./errors.js";
+import { CommitInDoubt, isConnectionLost } from "./lost-connections.js";
 import { type SqlEscaper, SqlTemplates } from "./sql-templates.js";
 import { SqliteCommitQueue } from "./sqlite-commit-queue.js";
 
@@ -254,12 +255,36 @@ export async function inTransaction<T>(
   work: (manager: EntityManager) => Promise<T>,
   options: WriteOptions = {},
 ): Promise<T> {
-  const run = readCommittedSessions.has(dataSource)
-    ? () => dataSource.transaction(work)
-    : dialectOf(dataSource) === "mysql"
-      ? () => dataSource.transaction("READ COMMITTED", work)
+  const run =
+    dialectOf(dataSource) === "mysql"
+      ? () => onMysql(dataSource, work)
       : () => writeSerially(dataSource, () => dataSource.transaction(work), options);
   return retryingLockConflicts(run);
+}
+
+/** A MySQL transaction as TypeORM runs it; its connection lost once the COMMIT was sent throws CommitInDoubt. */
+async function onMysql<T>(dataSource: DataSource, work: (manager: EntityManager) => Promise<T>): Promise<T> {
+  const startedAt = Date.now();
+  let committingOn: number | undefined;
+  const workThenCommit = async (manager: EntityManager) => {
+    const result = await work(manager);
+    committingOn = threadIdOf(manager);
+    return result;
+  };
+  try {
+    return readCommittedSessions.has(dataSource)
+      ? await dataSource.transaction(workThenCommit)
+      : await dataSource.transaction("READ COMMITTED", workThenCommit);
+  } catch (error) {
+    if (committingOn !== undefined && isConnectionLost(error)) throw new CommitInDoubt(committingOn, startedAt);
+    throw error;
+  }
+}
+
+/** MySQL's id of the connection a transaction's manager runs on. */
+export function threadIdOf(manager: EntityManager): number | undefined {
+  const runner = manager.queryRunner as unknown as { databaseConnection?: { threadId?: number } } | undefined;
+  return runner?.databaseConnection?.threadId;
 }
 
 /** Whether the data source's pooled connections run every transaction at READ COMMITTED already. */

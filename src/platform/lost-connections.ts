@@ -8,6 +8,26 @@ export function isConnectionLost(error: unknown): boolean {
   return (driverError as { fatal?: unknown } | undefined)?.fatal === true;
 }
 
+/** Refused by a server that has all the connections it allows. */
+const TOO_MANY_CONNECTIONS = "ER_CON_COUNT_ERROR";
+
+/**
+ * Whether the error is the database out of reach: a connection that could not be made (refused, timed out, no such
+ * host, the server full) or was lost. Outside a COMMIT (see CommitInDoubt), nothing it was sent took effect.
+ */
+export function isDatabaseUnreachable(error: unknown): boolean {
+  const driverError = error instanceof QueryFailedError ? error.driverError : error;
+  return isConnectionLost(error) || (driverError as { code?: unknown } | undefined)?.code === TOO_MANY_CONNECTIONS;
+}
+
+/** The answer to a request that needed the database while it was out of reach: 503, try again. */
+export function databaseUnavailable(): DomainError {
+  return new DomainError("unavailable", "the service cannot reach its database; try again", {
+    slug: "database-unavailable",
+    headers: { "retry-after": "1" },
+  });
+}
+
 /**
  * A MySQL transaction's connection was lost once its COMMIT was sent: it may have committed or not. Whoever gave
  * anything on its behalf (a counter reservation, an activation) must find out (endLostConnection, then look for

@@ -4,6 +4,7 @@ import {
   inTransaction,
   readCommittedAlready,
   retryingLockConflicts,
+  threadIdOf,
   type WriteOptions,
 } from "./database.js";
 import { LOCK_WAIT_AS_CONFIGURED, lockWaitOf } from "./lock-waits.js";
@@ -129,8 +130,7 @@ async function onOneConnection<T>(
   const start = [...(readCommittedAlready(dataSource) ? [START] : [START_READ_COMMITTED, START]), ...lockWait];
   const end = lockWaitSeconds === undefined ? [] : [LOCK_WAIT_AS_CONFIGURED];
   const transaction: { state: "idle" | "open" | "committed" } = { state: "idle" };
-  const connectionId = () =>
-    (runner as unknown as { databaseConnection?: { threadId?: number } }).databaseConnection?.threadId;
+  const connectionId = () => threadIdOf(runner.manager);
   const committing = (statements: Statement[]) =>
     runBatch(runner.manager, statements).catch((error: unknown) => {
       const id = connectionId();

@@ -3,6 +3,7 @@ import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { ProblemDetailsSchema } from "../../gen/provision/v1/problem_pb.js";
 import { DomainError } from "../platform/errors.js";
 import type { Logger } from "../platform/logger.js";
+import { databaseUnavailable, isDatabaseUnreachable } from "../platform/lost-connections.js";
 import { PROBLEM_MAPPINGS, PROBLEM_TYPE_PREFIX } from "./problem-mapping.js";
 
 /**
@@ -22,16 +23,44 @@ export function errorInterceptor(logger: Logger): Interceptor {
   };
 }
 
-/** An RPC's failure as every protocol answers it; anything unexpected is logged and becomes `internal`. */
-export function connectErrorOf(
-  error: unknown,
-  logger: Logger,
-  where: { requestId: string | string[] | null | undefined; procedure: string },
-): ConnectError {
+/** Where a failure happened, for its log line. */
+export interface FailedCall {
+  requestId: string | string[] | null | undefined;
+  procedure: string;
+}
+
+/**
+ * An RPC's failure as every protocol answers it: the database out of reach is 503 `database-unavailable` (logged
+ * as a warning, at most once every few seconds); anything else unexpected is logged and becomes `internal`.
+ */
+export function connectErrorOf(error: unknown, logger: Logger, where: FailedCall): ConnectError {
   if (error instanceof DomainError) return toConnectError(error);
   if (error instanceof ConnectError) return error;
+  if (isDatabaseUnreachable(error)) {
+    warnUnreachable(logger, error, where);
+    return toConnectError(databaseUnavailable());
+  }
   logger.error({ err: error, ...where }, "unhandled error in RPC");
   return new ConnectError("internal error", Code.Internal);
+}
+
+const UNREACHABLE_WARNING_INTERVAL_MS = 5000;
+const lastUnreachableWarning = new WeakMap<Logger, { at: number; since: number }>();
+
+/** One warning per interval while the database stays out of reach, counting the requests it failed meanwhile. */
+function warnUnreachable(logger: Logger, error: unknown, where: FailedCall): void {
+  const now = Date.now();
+  const last = lastUnreachableWarning.get(logger);
+  if (last && now - last.at < UNREACHABLE_WARNING_INTERVAL_MS) {
+    last.since++;
+    return;
+  }
+  lastUnreachableWarning.set(logger, { at: now, since: 0 });
+  const { message, code } = error as { message?: string; code?: string };
+  logger.warn(
+    { err: { message, code }, ...where, failedSinceLastWarning: last?.since ?? 0 },
+    "database unreachable: answering 503",
+  );
 }
 
 export function toConnectError(error: DomainError): ConnectError {

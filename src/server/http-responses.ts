@@ -77,6 +77,18 @@ export function writeRawProblem(socket: Socket, status: number, slug: string, de
   );
 }
 
+/** Headers an error carries to the HTTP response (authentication challenges, back-off hints). */
+const ERROR_HEADERS = ["www-authenticate", "retry-after"];
+
+/** Writes an RPC's failure as a problem record, with the headers it carries. */
+export function writeErrorProblem(response: NodeResponse, error: ConnectError, instance: string): void {
+  for (const name of ERROR_HEADERS) {
+    const value = error.metadata.get(name);
+    if (value) response.setHeader(name, value);
+  }
+  writeProblem(response, problemFromConnectError(error, instance));
+}
+
 export function problemFromConnectError(error: ConnectError, instance: string): Problem {
   const status = httpStatusOf(error.code);
   const details = error.findDetails(ProblemDetailsSchema)[0];

@@ -1,10 +1,12 @@
 import { randomUUID } from "node:crypto";
 import { Code } from "@connectrpc/connect";
 import { type Logger, requestLogOf } from "../platform/logger.js";
-import { writeConnectError, writeJson, writeProblem } from "./http-responses.js";
+import { connectErrorOf } from "./error-interceptor.js";
+import { writeConnectError, writeErrorProblem, writeJson, writeProblem } from "./http-responses.js";
 import type { RequestHandler } from "./http-server.js";
 import { type RequestTarget, readTarget } from "./request-target.js";
 import type { NodeRequest, NodeResponse } from "./rest/rest-handler.js";
+import { responseGone } from "./rpc-fast-protocol.js";
 import { discardUnreadBody } from "./unread-body.js";
 
 export interface RequestHandlerParts {
@@ -162,14 +164,22 @@ function answerFailure(
   error: unknown,
   where: { requestId: string; path: string },
 ): void {
-  if (!response.headersSent && (request.destroyed || response.destroyed)) {
+  // Not request.destroyed: Node sets it once the body has been read to its end, with the client still waiting.
+  if (!response.headersSent && responseGone(response)) {
     logger.debug({ ...where, reason: (error as Error)?.message }, "the client went away mid-request");
     return;
   }
-  logger.error({ err: error, ...where }, "request handler failed");
-  if (!response.headersSent) {
-    writeProblem(response, { status: 500, slug: "internal", detail: "internal error", instance: where.path });
-  } else response.destroy();
+  if (response.headersSent) {
+    logger.error({ err: error, ...where }, "request handler failed");
+    response.destroy();
+    return;
+  }
+  discardUnreadBody(request, response);
+  writeErrorProblem(
+    response,
+    connectErrorOf(error, logger, { requestId: where.requestId, procedure: where.path }),
+    where.path,
+  );
 }
 
 /** Answers a path shaped like `/package.Service/Method` that names no method of the contract. */

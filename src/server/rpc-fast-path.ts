@@ -3,6 +3,7 @@ import { Code, ConnectError, createContextValues } from "@connectrpc/connect";
 import { createMethodSerializationLookup, type MethodSerializationLookup } from "@connectrpc/connect/protocol";
 import type { Logger } from "../platform/logger.js";
 import { clientAddressKey, clientAddressOf } from "./client-address.js";
+import { connectErrorOf } from "./error-interceptor.js";
 import type { InProcessCall, ResponseMetadata } from "./in-process-rpc.js";
 import { responseSignal } from "./response-signal.js";
 import { incomingHeaders } from "./rest/incoming-headers.js";
@@ -83,10 +84,8 @@ export function createFastPath(options: FastPathOptions) {
       const message = await options.invoke(method, callOf(call, input, metadata));
       output = serialize(serialization, negotiated.binary, message);
     } catch (reason) {
-      const error =
-        reason instanceof ConnectError
-          ? reason
-          : new ConnectError("internal error", Code.Internal, undefined, undefined, reason);
+      const where = { requestId: request.headers["x-request-id"], procedure: method.name };
+      const error = connectErrorOf(reason, options.logger, where);
       await protocol.answerError(response, negotiated, error, metadata, settings);
       return;
     }

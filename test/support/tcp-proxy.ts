@@ -4,6 +4,9 @@ export interface TcpProxy {
   port: number;
   /** How many connections to it are open. */
   openConnections(): number;
+  /** Cuts every proxied connection and resets each new one until `restore()`: the upstream is down. */
+  refuse(): void;
+  restore(): void;
   /** Stops accepting and cuts every proxied connection, as if the upstream went away. */
   close(): Promise<void>;
 }
@@ -24,9 +27,10 @@ export async function startTcpProxy(
     socket.once("close", () => sockets.delete(socket));
     socket.on("error", () => socket.destroy());
   };
+  let refusing = false;
   const server = net.createServer((client) => {
-    if (toReset > 0) {
-      toReset--;
+    if (refusing || toReset > 0) {
+      if (!refusing) toReset--;
       client.resetAndDestroy();
       return;
     }
@@ -47,6 +51,13 @@ export async function startTcpProxy(
   return {
     port: (server.address() as net.AddressInfo).port,
     openConnections: () => clients.size,
+    refuse() {
+      refusing = true;
+      for (const socket of sockets) socket.destroy();
+    },
+    restore() {
+      refusing = false;
+    },
     async close() {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       for (const socket of sockets) socket.destroy();

@@ -7,7 +7,7 @@ import { DomainError } from "../../platform/errors.js";
 import type { Logger } from "../../platform/logger.js";
 import { clientAddressKey, clientAddressOf } from "../client-address.js";
 import { connectErrorOf, toConnectError } from "../error-interceptor.js";
-import { type Problem, problemFromConnectError, writeJsonText, writeProblem } from "../http-responses.js";
+import { type Problem, writeErrorProblem, writeJsonText, writeProblem } from "../http-responses.js";
 import type { InProcessCall } from "../in-process-rpc.js";
 import { httpStatusOf } from "../problem-mapping.js";
 import { isBatchOverCap } from "../request-limits.js";
@@ -22,9 +22,6 @@ import type { RestRoute, RouteTable } from "./route-table.js";
 
 export type NodeRequest = IncomingMessage | Http2ServerRequest;
 export type NodeResponse = ServerResponse | Http2ServerResponse;
-
-/** Headers an error carries to the HTTP response (authentication challenges, back-off hints). */
-const ERROR_HEADERS = ["www-authenticate", "retry-after"];
 
 export interface RestHandlerOptions {
   routes: RouteTable;
@@ -117,7 +114,7 @@ export function createRestHandler(options: RestHandlerOptions) {
       if (status >= 500 && status !== 501 && status !== 503) {
         options.logger.error({ err: { message: connectError.message, code: connectError.code } }, "REST call failed");
       }
-      writeError(response, connectError, instance);
+      writeErrorProblem(response, connectError, instance);
     }
   };
 }
@@ -154,7 +151,7 @@ async function answerFast(
     writeJsonText(response, 200, typeof text === "string" ? text : await text);
   } catch (error) {
     const where = { requestId: request.headers["x-request-id"], procedure: fast.method.name };
-    writeError(response, connectErrorOf(error, call.logger, where), call.instance);
+    writeErrorProblem(response, connectErrorOf(error, call.logger, where), call.instance);
   }
   return true;
 }
@@ -210,7 +207,7 @@ function answerProblem(request: NodeRequest, response: NodeResponse, problem: Pr
 
 function answerError(request: NodeRequest, response: NodeResponse, error: ConnectError, instance: string): void {
   discardUnreadBody(request, response);
-  writeError(response, error, instance);
+  writeErrorProblem(response, error, instance);
 }
 
 /** A body bound to one message field is that message: name its fields from there, as the domain does. */
@@ -219,14 +216,6 @@ function bodyRelative(route: RestRoute, field: string): string {
   if (bodyField?.fieldKind !== "message") return field;
   const prefix = `${bodyField.jsonName}.`;
   return field.startsWith(prefix) ? field.slice(prefix.length) : field;
-}
-
-function writeError(response: NodeResponse, error: ConnectError, instance: string): void {
-  for (const name of ERROR_HEADERS) {
-    const value = error.metadata.get(name);
-    if (value) response.setHeader(name, value);
-  }
-  writeProblem(response, problemFromConnectError(error, instance));
 }
 
 function responseText(route: RestRoute, message: Message): string | Promise<string> {
