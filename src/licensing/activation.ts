@@ -6,6 +6,7 @@ import { type License, LicenseSchema } from "../../gen/provision/v1/activation_p
 import { ActivationPolicySchema } from "../../gen/provision/v1/entitlement_pb.js";
 import type { Clock } from "../platform/clock.js";
 import { invalidField } from "../platform/errors.js";
+import { forgettingOnDoubt } from "../platform/lost-connections.js";
 import { type BatchedTransaction, inBatchedTransaction, type Statement } from "../platform/statement-batch.js";
 import { Violations } from "../platform/validation.js";
 import { clientAddressKey } from "../server/client-address.js";
@@ -248,15 +249,23 @@ async function activateInTransaction(
       ? []
       : [deps.events.appendStatement([activatedEvent(entitlement, session, replaced.ids)])];
   const kept = deps.entitlementFeatures.get(entitlement.id, entitlement.revision);
-  const written = await transaction.commitWith([
-    ...(replaced.ids.length > 0 ? [store.endSessionsStatement(replaced.ids, now)] : []),
-    ...seatRows,
-    ...trialStart,
-    store.recordCodeUseStatement(code.id, ask.acceptLicenseTerms, now),
-    store.insertSessionStatement(session),
-    ...event,
-    ...(kept ? [] : [store.entitlementFeaturesStatement(entitlement.id)]),
-  ]);
+  const written = await transaction
+    .commitWith([
+      ...(replaced.ids.length > 0 ? [store.endSessionsStatement(replaced.ids, now)] : []),
+      ...seatRows,
+      ...trialStart,
+      store.recordCodeUseStatement(code.id, ask.acceptLicenseTerms, now),
+      store.insertSessionStatement(session),
+      ...event,
+      ...(kept ? [] : [store.entitlementFeaturesStatement(entitlement.id)]),
+    ])
+    .catch((error: unknown) =>
+      // It may have ended the device's earlier sessions and started the trial: the instances' caches look again.
+      forgettingOnDoubt(deps.dataSource, error, async () => {
+        if (replaced.ids.length > 0) await deps.sessionsChanged(...replaced.ids);
+        if (trialStart.length > 0) await deps.entitlementChanged(entitlement.id);
+      }),
+    );
   const features = kept ?? readFeatures(deps, entitlement, written[written.length - 1]);
   return {
     session,

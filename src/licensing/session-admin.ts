@@ -10,7 +10,7 @@ import {
 } from "../../gen/provision/v1/entitlement_pb.js";
 import { readSerially } from "../platform/database.js";
 import { notFound } from "../platform/errors.js";
-import { CommitInDoubt } from "../platform/lost-connections.js";
+import { forgettingOnDoubt } from "../platform/lost-connections.js";
 import { pageInfo, resolvePage } from "../platform/paging.js";
 import { type BatchedTransactionOptions, inManagedTransaction } from "../platform/statement-batch.js";
 import { requireUuid } from "../platform/validation.js";
@@ -72,11 +72,10 @@ export async function endSession(
       if (!found.isFloating) await store.removeDevice(manager, entitlementId, found.fingerprintHash);
       return { session: { ...found, state: SESSION_STATE.ended, endedAt: now }, ended: true };
     });
-  const { session, ended } = await deps.entitlementTurns.run(entitlementId, ending).catch(async (error: unknown) => {
+  const { session, ended } = await deps.entitlementTurns
+    .run(entitlementId, ending)
     // It may have ended the session: the instances' caches look again.
-    if (error instanceof CommitInDoubt) await deps.sessionsChanged(sessionId);
-    throw error;
-  });
+    .catch((error: unknown) => forgettingOnDoubt(deps.dataSource, error, () => deps.sessionsChanged(sessionId)));
   if (ended) await deps.sessionsChanged(sessionId);
   return create(EndSessionResponseSchema, { session: toLicenseSession(session, now) });
 }

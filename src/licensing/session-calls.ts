@@ -16,7 +16,7 @@ import { bearerChallenge } from "../auth/access-tokens.js";
 import { type LicenseSessionCaller, licenseSessionKey } from "../auth/auth-interceptor.js";
 import { readSerially } from "../platform/database.js";
 import { DomainError } from "../platform/errors.js";
-import { CommitInDoubt } from "../platform/lost-connections.js";
+import { forgettingOnDoubt } from "../platform/lost-connections.js";
 import {
   type BatchedTransaction,
   type BatchedTransactionOptions,
@@ -252,11 +252,8 @@ export async function releaseSession(
     });
   const { releasedAt, changed } = await deps.entitlementTurns
     .run(entitlementId, releasing)
-    .catch(async (error: unknown) => {
-      // It may have released the session: the instances' caches look again.
-      if (error instanceof CommitInDoubt) await deps.caches.sessionsChanged(sessionId);
-      throw error;
-    });
+    // It may have released the session: the instances' caches look again.
+    .catch((error: unknown) => forgettingOnDoubt(deps.dataSource, error, () => deps.caches.sessionsChanged(sessionId)));
   if (changed) await deps.caches.sessionsChanged(sessionId);
   return create(ReleaseSessionResponseSchema, { sessionId, released: true, releasedAt: timestampFromDate(releasedAt) });
 }

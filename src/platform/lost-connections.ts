@@ -71,3 +71,20 @@ export async function endLostConnection(dataSource: DataSource, doubt: CommitInD
   }
   throw new Error(`MySQL connection ${threadId} is still running`);
 }
+
+/**
+ * Rethrows `error`; when it is a CommitInDoubt, first waits for its transaction to settle (endLostConnection) and
+ * then runs `forget`, which drops what caches hold of the rows it may have changed: read again before it settled,
+ * they would keep the rows as they were before a COMMIT that then took effect.
+ */
+export async function forgettingOnDoubt(
+  dataSource: DataSource,
+  error: unknown,
+  forget: () => Promise<void>,
+): Promise<never> {
+  if (error instanceof CommitInDoubt) {
+    await endLostConnection(dataSource, error).catch(() => undefined);
+    await forget();
+  }
+  throw error;
+}

@@ -1,7 +1,7 @@
 import test from "ava";
 import { SubscriptionState } from "../../gen/provision/v1/webhook_pb.js";
 import { startCuttingProxy } from "../support/cutting-proxy.js";
-import { activate, ENTITLEMENTS, entitlementWithCode, sessionIdOf } from "../support/licensing.js";
+import { activate, ENTITLEMENTS, entitlementWithCode, sessionCall, sessionIdOf } from "../support/licensing.js";
 import { rest } from "../support/rest.js";
 import { createTestDatabase, startTestServer } from "../support/test-server.js";
 import { insertSubscription } from "../support/webhooks.js";
@@ -53,4 +53,45 @@ test("a group whose COMMIT's answer is lost answers each activation once, counte
     [entitlementId],
   )) as { payload: string }[];
   t.is(events.length, 20, "one event per activation");
+});
+
+// A device activating again ends its earlier session in the same transaction: when that COMMIT's answer is lost,
+// the earlier session, which this instance keeps in memory for its check-ins, must be looked at again.
+test("a device's activation again whose COMMIT's answer is lost: its earlier session's state is read again", async (t) => {
+  const database = await createTestDatabase();
+  t.teardown(() => database.drop());
+  const direct = new URL(database.url);
+  const proxy = await startCuttingProxy({ host: direct.hostname, port: Number(direct.port || 3306) });
+  t.teardown(() => proxy.close());
+  const throughProxy = new URL(database.url);
+  throughProxy.port = String(proxy.port);
+  const server = await startTestServer({ databaseUrl: throughProxy.toString() });
+  t.teardown(() => server.close());
+
+  const { entitlementId, code } = await entitlementWithCode(server.baseUrl, {
+    claimBasedActivation: { numberOfSeats: 2, isFloatingLicense: false },
+  });
+  const first = await activate(server.baseUrl, { activationCode: code, fingerprint: "laptop" });
+  t.is(first.status, 200);
+  const earlier = sessionIdOf(first.body.licenseToken);
+  // Kept in memory: the checked-in session (and whatever invalidation the activation sent has arrived).
+  for (let round = 0; round < 3; round++) {
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    t.is((await sessionCall(server.baseUrl, first.body.licenseToken, "check-in")).status, 200);
+  }
+
+  proxy.arm("license_sessions", "laptop");
+  const again = await activate(server.baseUrl, { activationCode: code, fingerprint: "laptop" });
+  t.is(proxy.cuts(), 1);
+  t.is(again.status, 503, JSON.stringify(again.body));
+  t.is(again.body.type, "urn:provision:problem:outcome-unknown");
+
+  const [row] = (await server.app.dataSource.query("SELECT state FROM license_sessions WHERE id = ?", [earlier])) as {
+    state: number;
+  }[];
+  const checkIn = await sessionCall(server.baseUrl, first.body.licenseToken, "check-in");
+  if (row.state === 1) t.is(checkIn.status, 200, "not committed: the earlier session still runs");
+  else t.is(checkIn.status, 401, `committed (state ${row.state}): the earlier session's token is refused`);
+  const live = await rest(server.baseUrl, "GET", `${ENTITLEMENTS}/${entitlementId}/sessions?liveOnly=true`);
+  t.is(live.body.items.length, 1, "one seat for the device either way");
 });
