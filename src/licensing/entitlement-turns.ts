@@ -1,5 +1,6 @@
 import { isDatabaseBusy } from "../platform/database.js";
 import { KeyedTurns } from "../platform/keyed-turns.js";
+import { Semaphore } from "../platform/semaphore.js";
 import type { BatchedTransactionOptions } from "../platform/statement-batch.js";
 
 /** Transactions of one entitlement at once on an instance, and those of all entitlements waiting for a held row. */
@@ -17,7 +18,7 @@ const FIRST_LOCK_WAIT: BatchedTransactionOptions = { lockWaitSeconds: 1 };
  */
 export class EntitlementTurns {
   private readonly each = new KeyedTurns(TURNS.each);
-  private readonly waiting = new KeyedTurns(TURNS.waitingOverall);
+  private readonly waiting = new Semaphore(TURNS.waitingOverall);
 
   run<T>(entitlementId: string, work: (lockWait: BatchedTransactionOptions) => Promise<T>): Promise<T> {
     return this.each.run(entitlementId, async () => {
@@ -26,7 +27,7 @@ export class EntitlementTurns {
       } catch (error) {
         if (!isDatabaseBusy(error)) throw error;
       }
-      return this.waiting.run("", () => work({}));
+      return this.waiting.run(() => work({}));
     });
   }
 }

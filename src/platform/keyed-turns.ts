@@ -1,3 +1,5 @@
+import { Semaphore } from "./semaphore.js";
+
 interface Turns {
   running: number;
   waiting: (() => void)[];
@@ -11,19 +13,19 @@ interface Turns {
  */
 export class KeyedTurns {
   private readonly byKey = new Map<string, Turns>();
-  private readonly overall: KeyedTurns | undefined;
+  private readonly overall: Semaphore | undefined;
 
   constructor(
     private readonly atOnce: number,
     overall?: number,
   ) {
-    this.overall = overall === undefined ? undefined : new KeyedTurns(overall);
+    this.overall = overall === undefined ? undefined : new Semaphore(overall);
   }
 
   async run<T>(key: string, work: () => Promise<T>): Promise<T> {
     await this.turn(key);
     try {
-      return await (this.overall ? this.overall.run("", work) : work());
+      return await (this.overall ? this.overall.run(work) : work());
     } finally {
       this.done(key);
     }

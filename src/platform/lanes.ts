@@ -1,5 +1,5 @@
 import { GroupCommit, type GroupCommitOptions } from "./group-commit.js";
-import { KeyedTurns } from "./keyed-turns.js";
+import { Semaphore } from "./semaphore.js";
 
 /**
  * Group commits of their own for the keys (entitlements, periods) a shared group commit passed over: each key's
@@ -7,14 +7,14 @@ import { KeyedTurns } from "./keyed-turns.js";
  */
 export class Lanes<Job, Result> {
   private readonly byKey = new Map<string, GroupCommit<Job, Result>>();
-  private readonly turns: KeyedTurns;
+  private readonly turns: Semaphore;
 
   constructor(
     private readonly write: (jobs: Job[]) => Promise<Result[]>,
     private readonly options: Omit<GroupCommitOptions<Job>, "maxInFlight">,
     atOnce: number,
   ) {
-    this.turns = new KeyedTurns(atOnce);
+    this.turns = new Semaphore(atOnce);
   }
 
   has(key: string): boolean {
@@ -37,7 +37,7 @@ export class Lanes<Job, Result> {
   }
 
   private laneOf(): GroupCommit<Job, Result> {
-    return new GroupCommit((jobs) => this.turns.run("lanes", () => this.write(jobs)), {
+    return new GroupCommit((jobs) => this.turns.run(() => this.write(jobs)), {
       ...this.options,
       maxInFlight: 1,
     });
