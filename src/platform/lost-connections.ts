@@ -13,7 +13,8 @@ const TOO_MANY_CONNECTIONS = "ER_CON_COUNT_ERROR";
 
 /**
  * Whether the error is the database out of reach: a connection that could not be made (refused, timed out, no such
- * host, the server full) or was lost. Outside a COMMIT (see CommitInDoubt), nothing it was sent took effect.
+ * host, the server full) or was lost. A transaction's statements before its COMMIT did not take effect (a COMMIT
+ * lost is a CommitInDoubt); a statement run alone and lost as it ran may have.
  */
 export function isDatabaseUnreachable(error: unknown): boolean {
   const driverError = error instanceof QueryFailedError ? error.driverError : error;
