@@ -5,7 +5,7 @@ import type { NewSessionRecord, SessionRecordStore } from "./session-record-stor
 
 /** Rows one transaction writes at most: the batches of five full requests. */
 const MAX_GROUP_ROWS = 5000;
-/** Transactions at once on MySQL (of a pool of 10); SQLite writes one at a time whatever this says. */
+/** Transactions at once on MySQL (of the pool's 16 connections by default); SQLite writes one at a time anyway. */
 const MYSQL_WRITES_IN_FLIGHT = 3;
 
 /**

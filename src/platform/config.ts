@@ -4,7 +4,14 @@ import path from "node:path";
 import proxyaddr from "proxy-addr";
 import { type WebhookConfig, webhookConfig } from "./webhook-config.js";
 
-export type DatabaseConfig = { kind: "mysql"; url: string } | { kind: "sqlite"; file: string };
+export type DatabaseConfig = { kind: "mysql"; url: string; poolSize?: number } | { kind: "sqlite"; file: string };
+
+/**
+ * MySQL connections of an instance. Transactions waiting for rows other transactions hold (see EntitlementTurns,
+ * the activation and pre-allocation lanes, usage batches on a held period) take ten at most: the rest serve
+ * everything else meanwhile.
+ */
+export const DATABASE_POOL = { fallback: 16, min: 12, max: 500 };
 
 /** Whether the hop `address`, `hop` steps from the server, is a proxy trusted to name the next one. */
 export type ProxyTrust = (address: string, hop: number) => boolean;
@@ -218,7 +225,8 @@ function databaseConfig(env: NodeJS.ProcessEnv): DatabaseConfig {
     throw new ConfigError("DATABASE_URL", `has unsupported scheme ${parsed.protocol} (use mysql:// or sqlite:)`);
   }
   if (parsed.pathname.length <= 1) throw new ConfigError("DATABASE_URL", "must name a database: mysql://host/db");
-  return { kind: "mysql", url };
+  const { fallback, min, max } = DATABASE_POOL;
+  return { kind: "mysql", url, poolSize: integer(env, "DATABASE_POOL_SIZE", fallback, min, max) };
 }
 
 function coordinatorConfig(env: NodeJS.ProcessEnv): CoordinatorConfig {

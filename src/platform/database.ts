@@ -6,7 +6,7 @@ import type { EntityManager, EntitySchema, MigrationInterface } from "typeorm";
 import { DataSource } from "typeorm/data-source/DataSource.js";
 import { QueryFailedError } from "typeorm/error/QueryFailedError.js";
 import type { QueryResult } from "typeorm/query-runner/QueryResult.js";
-import type { DatabaseConfig } from "./config.js";
+import { DATABASE_POOL, type DatabaseConfig } from "./config.js";
 import { DomainError } from "./errors.js";
 import { CommitInDoubt, isConnectionLost } from "./lost-connections.js";
 import { type SqlEscaper, SqlTemplates } from "./sql-templates.js";
@@ -19,7 +19,9 @@ export function createDataSource(
   entities: EntitySchema[],
   migrations: (new () => MigrationInterface)[],
 ): DataSource {
-  if (config.kind === "mysql") return mysqlDataSource(config.url, entities, migrations);
+  if (config.kind === "mysql") {
+    return mysqlDataSource(config.url, config.poolSize ?? DATABASE_POOL.fallback, entities, migrations);
+  }
   fs.mkdirSync(path.dirname(config.file), { recursive: true });
   return new DataSource({
     type: "better-sqlite3",
@@ -45,6 +47,7 @@ export function createDataSource(
 
 function mysqlDataSource(
   url: string,
+  poolSize: number,
   entities: EntitySchema[],
   migrations: (new () => MigrationInterface)[],
 ): DataSource {
@@ -58,7 +61,7 @@ function mysqlDataSource(
     supportBigNumbers: true,
     bigNumberStrings: true,
     dateStrings: false,
-    poolSize: 10,
+    poolSize,
     // For runBatch: several statements of one transaction in one round trip. Values are still escaped.
     multipleStatements: true,
     entities,

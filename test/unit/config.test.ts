@@ -74,11 +74,25 @@ test("PROVISION_DATA_DIR moves the default SQLite file", (t) => {
 
 test("a mysql:// or mariadb:// DATABASE_URL selects MySQL and is kept as given", (t) => {
   const url = "mysql://app:p%40ss@db.internal:3306/provision?ssl=true";
-  t.deepEqual(loadConfig({ DATABASE_URL: url }).database, { kind: "mysql", url });
+  t.deepEqual(loadConfig({ DATABASE_URL: url }).database, { kind: "mysql", url, poolSize: 16 });
   t.deepEqual(loadConfig({ DATABASE_URL: "mariadb://db/provision" }).database, {
     kind: "mysql",
     url: "mariadb://db/provision",
+    poolSize: 16,
   });
+});
+
+test("DATABASE_POOL_SIZE sets the MySQL pool, leaving room beside waits on held rows", (t) => {
+  const url = "mysql://db/provision";
+  t.deepEqual(loadConfig({ DATABASE_URL: url, DATABASE_POOL_SIZE: "40" }).database, {
+    kind: "mysql",
+    url,
+    poolSize: 40,
+  });
+  for (const refused of ["11", "501", "ten", "-16"]) {
+    const error = t.throws(() => loadConfig({ DATABASE_URL: url, DATABASE_POOL_SIZE: refused }));
+    t.regex(error?.message ?? "", /DATABASE_POOL_SIZE/);
+  }
 });
 
 test("a sqlite: DATABASE_URL names a file, resolved to an absolute path", (t) => {
