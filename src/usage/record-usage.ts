@@ -69,7 +69,9 @@ export async function recordUsageTransactions(
       toRebuild = [];
       const items = await usageItemsOf(deps.counters, usage, sessionId, request.events, deps.clock.now());
       const write = () => writeBatch(deps, usage, sessionId, items, attempt);
-      const counts = attempt.waitForPeriods ? await deps.heldPeriodTurns.run(entitlementId, write) : await write();
+      const counts = attempt.waitForPeriods
+        ? await deps.heldPeriodTurns.run(entitlementId, write)
+        : await deps.batchTurns.run(write);
       return create(RecordUsageTransactionsResponseSchema, counts);
     } catch (error) {
       if (error instanceof HasDuplicates || isUniqueViolation(error)) attempt.checkDuplicates = true;

@@ -4,6 +4,7 @@ import type { ObservabilityReads } from "../observability/observability-dependen
 import type { Clock } from "../platform/clock.js";
 import type { KeyedTurns } from "../platform/keyed-turns.js";
 import type { Logger } from "../platform/logger.js";
+import type { Semaphore } from "../platform/semaphore.js";
 import type { GrantWriter } from "./grant-writer.js";
 import type { MeterCounters } from "./meter-counters.js";
 import type { UsageBalanceStore } from "./usage-balance-store.js";
@@ -24,6 +25,8 @@ export interface UsageDependencies {
   grants: GrantWriter;
   /** Usage batches waiting for a period's row another transaction holds, a few at a time per entitlement. */
   heldPeriodTurns: KeyedTurns;
+  /** Usage batches written at once otherwise. */
+  batchTurns: Semaphore;
   /** Whether a session is still live (a released or ended session's token is refused). */
   sessions: LiveSessions;
 }

@@ -7,6 +7,7 @@ import { SYNCHRONOUS_GATHER_TURNS } from "../platform/group-commit.js";
 import type { InvalidationBus } from "../platform/invalidation-bus.js";
 import { KeyedTurns } from "../platform/keyed-turns.js";
 import type { Logger } from "../platform/logger.js";
+import { Semaphore } from "../platform/semaphore.js";
 import type { Outbox } from "../webhooks/outbox.js";
 import { autoBalanceJob } from "./auto-balance-job.js";
 import { counterRecountJob } from "./counter-recount-job.js";
@@ -25,6 +26,11 @@ import { UsageStore } from "./usage-store.js";
  * connection: this many at a time for one entitlement, and for all, so that they cannot take the pool.
  */
 const HELD_PERIOD_TURNS = { each: 2, overall: 2 };
+/**
+ * Usage batch transactions at once on an instance (the others wait in memory): each writes hundreds of rows, and
+ * more at once than this only contend in InnoDB (ingest on MySQL ran about 12 % slower with 16 than with 10).
+ */
+const BATCHES_AT_ONCE = 8;
 
 /** Metering's parts, built once per instance. */
 export async function createUsage(options: {
@@ -66,6 +72,7 @@ export async function createUsage(options: {
     statusEvents,
     grants,
     heldPeriodTurns: new KeyedTurns(HELD_PERIOD_TURNS.each, HELD_PERIOD_TURNS.overall),
+    batchTurns: new Semaphore(BATCHES_AT_ONCE),
     sessions: options.sessions,
   };
   return {
