@@ -1,4 +1,4 @@
-import test from "ava";
+import test, { type ExecutionContext } from "ava";
 import { SubscriptionState } from "../../gen/provision/v1/webhook_pb.js";
 import { startCuttingProxy } from "../support/cutting-proxy.js";
 import { activate, ENTITLEMENTS, entitlementWithCode, sessionCall, sessionIdOf } from "../support/licensing.js";
@@ -6,9 +6,8 @@ import { rest } from "../support/rest.js";
 import { createTestDatabase, startTestServer } from "../support/test-server.js";
 import { insertSubscription } from "../support/webhooks.js";
 
-// The connection to MySQL lost between a group's COMMIT and its answer: the group may have committed, and must
-// not be written a second time (each activation alone), which would count every device's code use twice.
-test("a group whose COMMIT's answer is lost answers each activation once, counted once", async (t) => {
+/** A test server on a database of its own, reached through a cutting proxy; all three go with the test. */
+async function serverBehindCuttingProxy(t: ExecutionContext) {
   const database = await createTestDatabase();
   t.teardown(() => database.drop());
   const direct = new URL(database.url);
@@ -18,6 +17,13 @@ test("a group whose COMMIT's answer is lost answers each activation once, counte
   throughProxy.port = String(proxy.port);
   const server = await startTestServer({ databaseUrl: throughProxy.toString() });
   t.teardown(() => server.close());
+  return { server, proxy };
+}
+
+// The connection to MySQL lost between a group's COMMIT and its answer: the group may have committed, and must
+// not be written a second time (each activation alone), which would count every device's code use twice.
+test("a group whose COMMIT's answer is lost answers each activation once, counted once", async (t) => {
+  const { server, proxy } = await serverBehindCuttingProxy(t);
 
   const { entitlementId, code } = await entitlementWithCode(server.baseUrl, {
     claimBasedActivation: { numberOfSeats: 0, isFloatingLicense: true },
@@ -58,15 +64,7 @@ test("a group whose COMMIT's answer is lost answers each activation once, counte
 // A device activating again ends its earlier session in the same transaction: when that COMMIT's answer is lost,
 // the earlier session, which this instance keeps in memory for its check-ins, must be looked at again.
 test("a device's activation again whose COMMIT's answer is lost: its earlier session's state is read again", async (t) => {
-  const database = await createTestDatabase();
-  t.teardown(() => database.drop());
-  const direct = new URL(database.url);
-  const proxy = await startCuttingProxy({ host: direct.hostname, port: Number(direct.port || 3306) });
-  t.teardown(() => proxy.close());
-  const throughProxy = new URL(database.url);
-  throughProxy.port = String(proxy.port);
-  const server = await startTestServer({ databaseUrl: throughProxy.toString() });
-  t.teardown(() => server.close());
+  const { server, proxy } = await serverBehindCuttingProxy(t);
 
   const { entitlementId, code } = await entitlementWithCode(server.baseUrl, {
     claimBasedActivation: { numberOfSeats: 2, isFloatingLicense: false },
