@@ -1,4 +1,5 @@
 import type { Logger } from "../platform/logger.js";
+import { loggedFailure } from "../platform/lost-connections.js";
 
 /** Sessions per UPDATE statement. */
 const CHUNK = 500;
@@ -50,7 +51,10 @@ export class CheckInWriter {
         await this.write(chunk);
       } catch (error) {
         for (const [sessionId, at] of chunk) this.record(sessionId, at);
-        this.logger.warn({ err: error, sessions: chunk.size }, "could not record check-ins; retrying with the next");
+        this.logger.warn(
+          { err: loggedFailure(error), sessions: chunk.size },
+          "could not record check-ins; retrying with the next",
+        );
       }
     }
   }

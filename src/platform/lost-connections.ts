@@ -21,6 +21,16 @@ export function isDatabaseUnreachable(error: unknown): boolean {
   return isConnectionLost(error) || (driverError as { code?: unknown } | undefined)?.code === TOO_MANY_CONNECTIONS;
 }
 
+/**
+ * What to log of a failure of background work (a delivery round, a scheduled job): while the database is out of
+ * reach, which that work retries on its own schedule, its message and code without a stack at each attempt.
+ */
+export function loggedFailure(error: unknown): unknown {
+  if (!isDatabaseUnreachable(error)) return error;
+  const { message, code } = error as { message?: string; code?: string };
+  return { message, code };
+}
+
 /** The answer to a request that needed the database while it was out of reach: 503, try again. */
 export function databaseUnavailable(): DomainError {
   return new DomainError("unavailable", "the service cannot reach its database; try again", {

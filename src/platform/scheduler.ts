@@ -1,6 +1,7 @@
 import type { DataSource } from "typeorm";
 import type { Clock } from "./clock.js";
 import type { Logger } from "./logger.js";
+import { loggedFailure } from "./lost-connections.js";
 import { SchedulerLease } from "./scheduler-lease.js";
 
 /** The lease of the time-driven work. */
@@ -60,7 +61,7 @@ export class Scheduler {
       try {
         await job.run(clock.now());
       } catch (error) {
-        logger.warn({ err: error, job: job.name }, "scheduled job failed");
+        logger.warn({ err: loggedFailure(error), job: job.name }, "scheduled job failed");
       }
     }
   }
@@ -69,7 +70,7 @@ export class Scheduler {
     try {
       this.held = await this.options.lease.acquire();
     } catch (error) {
-      this.options.logger.warn({ err: error }, "could not take or renew the scheduler lease");
+      this.options.logger.warn({ err: loggedFailure(error) }, "could not take or renew the scheduler lease");
       this.held = false;
     }
     return this.held;

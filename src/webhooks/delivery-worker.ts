@@ -3,6 +3,7 @@ import type { DataSource } from "typeorm";
 import type { Clock } from "../platform/clock.js";
 import { dialectOf, readSerially } from "../platform/database.js";
 import type { Logger } from "../platform/logger.js";
+import { loggedFailure } from "../platform/lost-connections.js";
 import { inBatchedTransaction, runBatch } from "../platform/statement-batch.js";
 import { CALLBACK_TOKEN_HEADER, type CallbackTokens } from "./callback-tokens.js";
 import { checkChallengeReply } from "./challenge.js";
@@ -91,7 +92,7 @@ export class DeliveryWorker {
     }
     this.running = true;
     this.round = this.run()
-      .catch((error: Error) => this.deps.logger.warn({ err: error }, "webhook delivery round failed"))
+      .catch((error: Error) => this.deps.logger.warn({ err: loggedFailure(error) }, "webhook delivery round failed"))
       .finally(() => {
         this.running = false;
         if (this.again) this.kick();

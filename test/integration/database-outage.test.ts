@@ -6,6 +6,7 @@ import { requestToken } from "../support/auth.js";
 import { authorizationMetadata } from "../support/credentials.js";
 import { type CuttingProxy, startCuttingProxy } from "../support/cutting-proxy.js";
 import { grpcClient } from "../support/grpc-client.js";
+import { settle } from "../support/held-locks.js";
 import { activate, entitlementWithCode, sessionCall } from "../support/licensing.js";
 import { PRODUCTS, rest } from "../support/rest.js";
 import { startTcpProxy, type TcpProxy } from "../support/tcp-proxy.js";
@@ -110,7 +111,14 @@ test.serial("with MySQL out of reach, REST, Connect, gRPC and the token endpoint
   );
   t.is(refused?.code, grpc.status.UNAVAILABLE);
 
+  // Background work (webhook delivery rounds, each second) meets the outage too.
+  await settle(1500);
   const lines = server.logs.slice(linesBefore);
+  t.true(lines.some((line) => line.includes("webhook delivery round failed")));
+  t.false(
+    lines.some((line) => line.includes('"stack"')),
+    "the outage is logged without a stack at each attempt",
+  );
   t.false(
     lines.some((line) => line.includes('"level":"error"')),
     "an outage is logged as a warning, not as unhandled errors",
