@@ -2,10 +2,10 @@ import { randomUUID } from "node:crypto";
 import { Code } from "@connectrpc/connect";
 import { type Logger, requestLogOf } from "../platform/logger.js";
 import { connectErrorOf } from "./error-interceptor.js";
-import { writeConnectError, writeErrorProblem, writeJson, writeProblem } from "./http-responses.js";
+import { writeConnectError, writeJson, writeProblem } from "./http-responses.js";
 import type { RequestHandler } from "./http-server.js";
 import { type RequestTarget, readTarget } from "./request-target.js";
-import type { NodeRequest, NodeResponse } from "./rest/rest-handler.js";
+import { answerError, type NodeRequest, type NodeResponse } from "./rest/rest-handler.js";
 import { responseGone } from "./rpc-fast-protocol.js";
 import { discardUnreadBody } from "./unread-body.js";
 
@@ -174,12 +174,8 @@ function answerFailure(
     response.destroy();
     return;
   }
-  discardUnreadBody(request, response);
-  writeErrorProblem(
-    response,
-    connectErrorOf(error, logger, { requestId: where.requestId, procedure: where.path }),
-    where.path,
-  );
+  const failure = connectErrorOf(error, logger, { requestId: where.requestId, procedure: where.path });
+  answerError(request, response, failure, where.path);
 }
 
 /** Answers a path shaped like `/package.Service/Method` that names no method of the contract. */

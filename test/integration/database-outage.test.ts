@@ -10,7 +10,13 @@ import { settle } from "../support/held-locks.js";
 import { activate, entitlementWithCode, sessionCall } from "../support/licensing.js";
 import { PRODUCTS, rest } from "../support/rest.js";
 import { startTcpProxy, type TcpProxy } from "../support/tcp-proxy.js";
-import { createTestDatabase, startTestServer, type TestServer } from "../support/test-server.js";
+import {
+  createTestDatabase,
+  mysqlAddressOf,
+  startTestServer,
+  type TestServer,
+  throughProxy,
+} from "../support/test-server.js";
 
 // MySQL out of reach (down, restarting, a network cut) is the service's outage, not the client's fault nor a bug:
 // every protocol answers 503 `database-unavailable` with Retry-After, promptly, and the service recovers by itself.
@@ -24,17 +30,10 @@ const test = anyTest as TestFn<{
   drop: () => Promise<void>;
 }>;
 
-function throughProxy(databaseUrl: string, port: number): string {
-  const url = new URL(databaseUrl);
-  url.port = String(port);
-  return url.toString();
-}
-
 test.before(async (t) => {
   const database = await createTestDatabase();
   t.context.drop = database.drop;
-  const direct = new URL(database.url);
-  const target = { host: direct.hostname, port: Number(direct.port || 3306) };
+  const target = mysqlAddressOf(database.url);
   const proxy = await startTcpProxy(target);
   t.context.outage = { proxy, server: await startTestServer({ databaseUrl: throughProxy(database.url, proxy.port) }) };
   const cutting = await startCuttingProxy(target);

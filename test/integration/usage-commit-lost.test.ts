@@ -8,7 +8,13 @@ import {
   sendUsage,
   usageItems,
 } from "../support/metering.js";
-import { createTestDatabase, startTestServer, type TestServer } from "../support/test-server.js";
+import {
+  createTestDatabase,
+  mysqlAddressOf,
+  startTestServer,
+  type TestServer,
+  throughProxy,
+} from "../support/test-server.js";
 
 // The connection to MySQL lost between a usage write's COMMIT and its answer: the write may have committed. Its
 // counter reservation must neither be given back (the records may be there: the counter would then fall below
@@ -18,11 +24,8 @@ const test = anyTest as TestFn<{ server: TestServer; proxy: CuttingProxy; drop: 
 test.before(async (t) => {
   const database = await createTestDatabase();
   t.context.drop = database.drop;
-  const direct = new URL(database.url);
-  t.context.proxy = await startCuttingProxy({ host: direct.hostname, port: Number(direct.port || 3306) });
-  const throughProxy = new URL(database.url);
-  throughProxy.port = String(t.context.proxy.port);
-  t.context.server = await startTestServer({ databaseUrl: throughProxy.toString() });
+  t.context.proxy = await startCuttingProxy(mysqlAddressOf(database.url));
+  t.context.server = await startTestServer({ databaseUrl: throughProxy(database.url, t.context.proxy.port) });
 });
 
 test.after.always(async (t) => {

@@ -66,6 +66,19 @@ export async function createTestDatabase(): Promise<{ url: string; drop(): Promi
   };
 }
 
+/** Where the MySQL server of `databaseUrl` listens: what a proxy in front of it connects to. */
+export function mysqlAddressOf(databaseUrl: string): { host: string; port: number } {
+  const url = new URL(databaseUrl);
+  return { host: url.hostname, port: Number(url.port || 3306) };
+}
+
+/** The same database, reached through a proxy listening on `port` of the same host. */
+export function throughProxy(databaseUrl: string, port: number): string {
+  const url = new URL(databaseUrl);
+  url.port = String(port);
+  return url.toString();
+}
+
 /** The real app and HTTP server on an ephemeral port, on a fresh MySQL database and the local Redis. */
 export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
   const database = options.embedded || options.databaseUrl ? undefined : await createTestDatabase();

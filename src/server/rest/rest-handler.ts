@@ -205,7 +205,8 @@ function answerProblem(request: NodeRequest, response: NodeResponse, problem: Pr
   writeProblem(response, problem);
 }
 
-function answerError(request: NodeRequest, response: NodeResponse, error: ConnectError, instance: string): void {
+/** Answers a failure as a problem record, possibly before the body was read (see discardUnreadBody). */
+export function answerError(request: NodeRequest, response: NodeResponse, error: ConnectError, instance: string): void {
   discardUnreadBody(request, response);
   writeErrorProblem(response, error, instance);
 }
