@@ -97,7 +97,7 @@ function newCodeRow(input: IssueActivationCodeInput, code: string): ActivationCo
     preAuthorizedDevices: preAuthorizedDevicesText([...new Set(parameters.preAuthorizedDevices)]),
     maxDeviceActivations: parameters.maxDeviceActivations,
     activationCodeUseCount: 0,
-    maxActivationCodeUseCount: 0,
+    maxActivationCodeUseCount: parameters.maxActivationCodeUseCount,
     verificationCodeUseCount: 0,
     maxVerificationCodeUseCount: 0,
     userConsent: false,

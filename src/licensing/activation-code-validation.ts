@@ -38,6 +38,7 @@ export function checkInvitationParameters(
     .uuid(field("organizationGroupId"), parameters.organizationGroupId);
   checkDevices(violations, field("preAuthorizedDevices"), parameters.preAuthorizedDevices);
   if (parameters.maxDeviceActivations < 0) violations.add(field("maxDeviceActivations"), "must be 0 or more");
+  if (parameters.maxActivationCodeUseCount < 0) violations.add(field("maxActivationCodeUseCount"), "must be 0 or more");
   checkEmail(violations, field("email"), parameters);
   const code = parameters.activationCode.trim();
   const codeProblem = code === "" ? null : vendorCodeProblem(code);

@@ -57,6 +57,7 @@ async function codesOf(server: TestServer, entitlementId: string) {
   return listed.body.items as {
     activationCode: string;
     activationCodeUseCount: number;
+    maxActivationCodeUseCount: number;
     registeredFingerprints: string[];
   }[];
 }
@@ -443,6 +444,24 @@ for (const database of ["MySQL", "SQLite"] as const) {
     t.is(await liveSessions(server, entitlementId), 16);
     const [listed] = await codesOf(server, entitlementId);
     t.is(listed.activationCodeUseCount, 16);
+  });
+
+  test.serial(`${database}: a code's use limit holds under racing activations, re-activations counted`, async (t) => {
+    const server = t.context.servers[database];
+    const limited = { useEntitlementMaxActivations: true, maxActivationCodeUseCount: 9 };
+    const { entitlementId, code } = await entitlementWithCode(server.baseUrl, FLOATING(0), limited);
+    for (let use = 1; use <= 2; use++) {
+      t.is((await activate(server.baseUrl, { activationCode: code, fingerprint: "first" })).status, 200);
+    }
+    const answers = await race(server, freshDevices(code, 40));
+    t.deepEqual(tally(answers), { 200: 7, 409: 33 });
+    t.true(refusedAs(answers, "code-use-limit-reached"));
+    const again = await activate(server.baseUrl, { activationCode: code, fingerprint: "first" });
+    t.is(again.status, 409, "a device already activated is refused too once the uses are spent");
+    t.is(again.body.type, "urn:provision:problem:code-use-limit-reached");
+    const [listed] = await codesOf(server, entitlementId);
+    t.like(listed, { activationCodeUseCount: 9, maxActivationCodeUseCount: 9 });
+    t.is(await liveSessions(server, entitlementId), 8, "the first device's second session and seven others");
   });
 
   test.serial(`${database}: one device racing itself on a floating seat keeps one session`, async (t) => {

@@ -83,3 +83,15 @@ test.serial("a code's device limit holds under racing activations", async (t) =>
   );
   t.deepEqual(tally(await race(servers, code, 60)), { 200: 5, 409: 55 });
 });
+
+test.serial("a code's use limit holds under racing activations on three instances", async (t) => {
+  const { servers } = t.context;
+  const { entitlementId, code } = await entitlementWithCode(
+    servers[0].baseUrl,
+    { claimBasedActivation: { numberOfSeats: 0, isFloatingLicense: true } },
+    { useEntitlementMaxActivations: true, maxActivationCodeUseCount: 6 },
+  );
+  t.deepEqual(tally(await race(servers, code, 60)), { 200: 6, 409: 54 });
+  const codes = await rest(servers[1].baseUrl, "GET", `${ENTITLEMENTS}/${entitlementId}/activation-codes`);
+  t.is(codes.body.items[0].activationCodeUseCount, 6);
+});
