@@ -23,12 +23,13 @@ import { type Clock, systemClock } from "./platform/clock.js";
 import type { Config } from "./platform/config.js";
 import { connectAll } from "./platform/connect-all.js";
 import type { Coordinator } from "./platform/coordinator.js";
-import { connectDatabase, createDataSource, migrate, pingDatabase } from "./platform/database.js";
+import { connectDatabase, createDataSource, migrate, pingDatabase, statementStallMs } from "./platform/database.js";
 import { type InvalidationBus, MemoryInvalidationBus } from "./platform/invalidation-bus.js";
 import type { Logger } from "./platform/logger.js";
 import { MemoryCoordinator } from "./platform/memory-coordinator.js";
 import { migrations } from "./platform/migrations/index.js";
 import { createScheduler, type Scheduler } from "./platform/scheduler.js";
+import { watchStalledStatements } from "./platform/stalled-statements.js";
 import { errorInterceptor } from "./server/error-interceptor.js";
 import type { RequestHandler } from "./server/http-server.js";
 import { createInProcessInvoker, type ServiceImplementation } from "./server/in-process-rpc.js";
@@ -119,6 +120,7 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
   const bootstrapPreparation = prepareBootstrap(identity, config.auth);
   const keys = new KeyStore(identity, clock, config.auth.keyEncryptionKey, config.auth.accessTokenTtlSeconds);
   let products: ProductCache;
+  let stopStallWatch = () => {};
   let callbackGrants: CallbackGrants;
   try {
     clients = await ClientStates.create((clientId) => identity.findClient(clientId), bus, clock);
@@ -127,6 +129,13 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
     const applied = await migrate(dataSource);
     if (applied.length > 0) logger.info({ migrations: applied }, "applied database migrations");
     await keys.initialize();
+    // After the migrations: a migration (an ALTER of a large table) may run long with nothing to send.
+    if (config.database.kind === "mysql") {
+      stopStallWatch = watchStalledStatements(
+        dataSource,
+        statementStallMs(dataSource, config.database.statementStallSeconds),
+      );
+    }
   } catch (error) {
     await bus.close().catch(() => undefined);
     await coordinator.close().catch(() => undefined);
@@ -256,6 +265,7 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
     await licensing.close();
     await readyBus.close();
     await readyCoordinator.close();
+    stopStallWatch();
     await dataSource.destroy();
   };
   // Last, once every dependency answered and nothing else can fail: a first client's secret exists only here.

@@ -4,7 +4,15 @@ import path from "node:path";
 import proxyaddr from "proxy-addr";
 import { type WebhookConfig, webhookConfig } from "./webhook-config.js";
 
-export type DatabaseConfig = { kind: "mysql"; url: string; poolSize?: number } | { kind: "sqlite"; file: string };
+export type DatabaseConfig =
+  | {
+      kind: "mysql";
+      url: string;
+      poolSize?: number;
+      /** Seconds a statement may wait with nothing received before its connection is closed; unset: derived. */
+      statementStallSeconds?: number;
+    }
+  | { kind: "sqlite"; file: string };
 
 /**
  * MySQL connections of an instance. Transactions waiting for rows other transactions hold (see EntitlementTurns,
@@ -226,7 +234,9 @@ function databaseConfig(env: NodeJS.ProcessEnv): DatabaseConfig {
   }
   if (parsed.pathname.length <= 1) throw new ConfigError("DATABASE_URL", "must name a database: mysql://host/db");
   const { fallback, min, max } = DATABASE_POOL;
-  return { kind: "mysql", url, poolSize: integer(env, "DATABASE_POOL_SIZE", fallback, min, max) };
+  const poolSize = integer(env, "DATABASE_POOL_SIZE", fallback, min, max);
+  if (optional(env, "DATABASE_STALL_SECONDS") === undefined) return { kind: "mysql", url, poolSize };
+  return { kind: "mysql", url, poolSize, statementStallSeconds: integer(env, "DATABASE_STALL_SECONDS", 0, 1, 86_400) };
 }
 
 function coordinatorConfig(env: NodeJS.ProcessEnv): CoordinatorConfig {

@@ -83,6 +83,8 @@ function mysqlModuleOf(source: DataSource): SqlEscaper {
 const readCommittedSessions = new WeakSet<DataSource>();
 /** MySQL data sources whose server is MariaDB (read when they connect): some locking clauses are spelled apart. */
 const mariaDbSources = new WeakSet<DataSource>();
+/** MySQL data sources' server-wide lock-wait timeout (`innodb_lock_wait_timeout`, seconds), read when they connect. */
+const serverLockWaits = new WeakMap<DataSource, number>();
 const READ_COMMITTED_SESSION = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED";
 
 interface PooledConnection {
@@ -108,8 +110,11 @@ class ReadCommittedDataSource extends DataSource {
       });
     });
     readCommittedSessions.add(this);
-    const [server] = (await this.query("SELECT VERSION() AS version")) as { version: string }[];
+    const [server] = (await this.query(
+      "SELECT VERSION() AS version, @@GLOBAL.innodb_lock_wait_timeout AS lockWaitSeconds",
+    )) as { version: string; lockWaitSeconds: number | string }[];
     if (isMariaDb(server.version)) mariaDbSources.add(this);
+    serverLockWaits.set(this, Number(server.lockWaitSeconds));
     return this;
   }
 }
@@ -282,6 +287,15 @@ async function onMysql<T>(dataSource: DataSource, work: (manager: EntityManager)
     if (committingOn !== undefined && isConnectionLost(error)) throw new CommitInDoubt(committingOn, startedAt);
     throw error;
   }
+}
+
+/**
+ * How long a MySQL statement may wait with nothing received before its connection is taken as lost (see
+ * watchStalledStatements): `configuredSeconds`, else 10 s past the server's lock-wait timeout, the longest a
+ * statement waits for a row lock.
+ */
+export function statementStallMs(dataSource: DataSource, configuredSeconds?: number): number {
+  return (configuredSeconds ?? (serverLockWaits.get(dataSource) ?? 50) + 10) * 1000;
 }
 
 /** MySQL's id of the connection a transaction's manager runs on. */

@@ -7,6 +7,12 @@ export interface TcpProxy {
   /** Cuts every proxied connection and resets each new one until `restore()`: the upstream is down. */
   refuse(): void;
   restore(): void;
+  /**
+   * Passes nothing either way and holds each new connection unanswered until `resume()`: the upstream gone
+   * silent (a network partition), with no reset to tell the client.
+   */
+  stall(): void;
+  resume(): void;
   /** Stops accepting and cuts every proxied connection, as if the upstream went away. */
   close(): Promise<void>;
 }
@@ -28,21 +34,35 @@ export async function startTcpProxy(
     socket.on("error", () => socket.destroy());
   };
   let refusing = false;
+  let stalled = false;
+  const pairs = new Set<[net.Socket, net.Socket]>();
+  const held: net.Socket[] = [];
+  const connect = (client: net.Socket) => {
+    const upstream = net.connect(target.port, target.host);
+    track(client);
+    track(upstream);
+    clients.add(client);
+    const pair: [net.Socket, net.Socket] = [client, upstream];
+    pairs.add(pair);
+    client.once("close", () => clients.delete(client));
+    client.once("close", () => upstream.destroy());
+    upstream.once("close", () => client.destroy());
+    upstream.once("close", () => pairs.delete(pair));
+    client.pipe(upstream);
+    upstream.pipe(client);
+  };
   const server = net.createServer((client) => {
     if (refusing || toReset > 0) {
       if (!refusing) toReset--;
       client.resetAndDestroy();
       return;
     }
-    const upstream = net.connect(target.port, target.host);
-    track(client);
-    track(upstream);
-    clients.add(client);
-    client.once("close", () => clients.delete(client));
-    client.once("close", () => upstream.destroy());
-    upstream.once("close", () => client.destroy());
-    client.pipe(upstream);
-    upstream.pipe(client);
+    if (stalled) {
+      track(client);
+      held.push(client);
+      return;
+    }
+    connect(client);
   });
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
@@ -57,6 +77,25 @@ export async function startTcpProxy(
     },
     restore() {
       refusing = false;
+    },
+    stall() {
+      if (stalled) return;
+      stalled = true;
+      for (const [client, upstream] of pairs) {
+        client.unpipe(upstream);
+        upstream.unpipe(client);
+        client.pause();
+        upstream.pause();
+      }
+    },
+    resume() {
+      if (!stalled) return;
+      stalled = false;
+      for (const [client, upstream] of pairs) {
+        client.pipe(upstream);
+        upstream.pipe(client);
+      }
+      for (const client of held.splice(0)) if (!client.destroyed) connect(client);
     },
     async close() {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));

@@ -95,6 +95,21 @@ test("DATABASE_POOL_SIZE sets the MySQL pool, leaving room beside waits on held 
   }
 });
 
+test("DATABASE_STALL_SECONDS bounds a statement's silence; unset, it is left to the server's lock-wait timeout", (t) => {
+  const url = "mysql://db/provision";
+  t.deepEqual(loadConfig({ DATABASE_URL: url, DATABASE_STALL_SECONDS: "30" }).database, {
+    kind: "mysql",
+    url,
+    poolSize: 16,
+    statementStallSeconds: 30,
+  });
+  t.false("statementStallSeconds" in loadConfig({ DATABASE_URL: url }).database);
+  for (const refused of ["0", "86401", "1.5", "soon"]) {
+    const error = t.throws(() => loadConfig({ DATABASE_URL: url, DATABASE_STALL_SECONDS: refused }));
+    t.regex(error?.message ?? "", /DATABASE_STALL_SECONDS/);
+  }
+});
+
 test("a sqlite: DATABASE_URL names a file, resolved to an absolute path", (t) => {
   t.deepEqual(loadConfig({ DATABASE_URL: "sqlite:/var/lib/provision/p.sqlite" }).database, {
     kind: "sqlite",

@@ -1,0 +1,74 @@
+import anyTest, { type TestFn } from "ava";
+import { PRODUCTS, rest } from "../support/rest.js";
+import { startTcpProxy, type TcpProxy } from "../support/tcp-proxy.js";
+import {
+  createTestDatabase,
+  mysqlAddressOf,
+  startTestServer,
+  type TestServer,
+  throughProxy,
+} from "../support/test-server.js";
+
+// MySQL gone silent (a network partition: no reset, nothing answered) must not hold requests, and the pooled
+// connections they hold, until TCP gives up about fifteen minutes later: a statement that hears nothing for
+// DATABASE_STALL_SECONDS fails as a lost connection, and the pool makes new connections once MySQL answers again.
+const test = anyTest as TestFn<{ server: TestServer; proxy: TcpProxy; drop: () => Promise<void> }>;
+
+test.before(async (t) => {
+  const database = await createTestDatabase();
+  t.context.drop = database.drop;
+  t.context.proxy = await startTcpProxy(mysqlAddressOf(database.url));
+  t.context.server = await startTestServer({
+    databaseUrl: throughProxy(database.url, t.context.proxy.port),
+    env: { DATABASE_STALL_SECONDS: "2" },
+  });
+});
+
+test.after.always(async (t) => {
+  t.context.proxy?.resume();
+  await t.context.server?.close();
+  await t.context.proxy?.close();
+  await t.context.drop?.();
+});
+
+/** A request the test gives up on (failing) rather than wait for the network to come back. */
+function vendorCall(server: TestServer, method: string, path: string, body?: object) {
+  return fetch(`${server.baseUrl}${path}`, {
+    method,
+    headers: { authorization: server.adminAuthorization, "content-type": "application/json" },
+    body: body && JSON.stringify(body),
+    signal: AbortSignal.timeout(20_000),
+  });
+}
+
+test.serial("statements on a silent MySQL fail as the database out of reach, and the service recovers", async (t) => {
+  const { server, proxy } = t.context;
+  const made = await rest(server.baseUrl, "POST", PRODUCTS, { productCode: "STALL", productVersion: "1", name: "A" });
+  t.is(made.status, 200);
+  const linesBefore = server.logs.length;
+  proxy.stall();
+  t.teardown(() => proxy.resume());
+
+  const listed = await vendorCall(server, "GET", PRODUCTS);
+  t.is(listed.status, 503);
+  t.is(((await listed.json()) as { type: string }).type, "urn:provision:problem:database-unavailable");
+  const updated = await vendorCall(server, "PUT", `${PRODUCTS}/${made.body.id}`, { name: "B" });
+  t.is(updated.status, 503);
+  t.is(((await updated.json()) as { type: string }).type, "urn:provision:problem:database-unavailable");
+  t.true(
+    server.logs.slice(linesBefore).some((line) => line.includes("STATEMENT_STALLED")),
+    "the warning names the stall",
+  );
+
+  proxy.resume();
+  const read = await rest(server.baseUrl, "GET", `${PRODUCTS}/${made.body.id}`);
+  t.is(read.status, 200);
+  t.is(read.body.name, "A", "the update failed before its COMMIT: nothing of it landed");
+  t.is((await rest(server.baseUrl, "PUT", `${PRODUCTS}/${made.body.id}`, { name: "B" })).status, 200);
+});
+
+test.serial("a statement that waits for a lock shorter than the bound is left alone", async (t) => {
+  const { server } = t.context;
+  const [{ slept }] = (await server.app.dataSource.query("SELECT SLEEP(1.5) AS slept")) as { slept: number }[];
+  t.is(Number(slept), 0, "1.5 s of silence, under the 2 s bound, ends normally");
+});
