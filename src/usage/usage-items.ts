@@ -12,7 +12,7 @@ const MAX_REPORTED = 20;
 
 /** A usage transaction, checked: its asset, amount, date and the counter it counts in (none: informational). */
 export interface UsageItem {
-  transactionId: number;
+  transactionId: bigint;
   asset: UsageAsset;
   amountMicro: number;
   occurredAt: Date;
@@ -29,7 +29,7 @@ export async function usageItemsOf(
 ): Promise<UsageItem[]> {
   const violations: FieldViolation[] = [];
   const items: UsageItem[] = [];
-  const seen = new Set<number>();
+  const seen = new Set<bigint>();
   const refs = new BatchRefs(counters, usage);
   for (const [index, event] of events.entries()) {
     const checked = checkedItem(usage, sessionId, event, now, seen);
@@ -39,7 +39,7 @@ export async function usageItemsOf(
     }
     const { asset, occurredAt } = checked;
     const ref = refs.kept(asset, occurredAt) ?? (await refs.of(asset, occurredAt));
-    items.push({ transactionId: Number(event.transactionId), asset, amountMicro: checked.micro, occurredAt, ref });
+    items.push({ transactionId: event.transactionId, asset, amountMicro: checked.micro, occurredAt, ref });
   }
   if (violations.length > 0) {
     throw invalidArgument(
@@ -82,19 +82,16 @@ function checkedItem(
   sessionId: string,
   event: SessionEvent,
   now: Date,
-  seen: Set<number>,
+  seen: Set<bigint>,
 ): CheckedItem {
   const problems: [string, string][] = [];
   const id = event.transactionId;
-  if (id <= 0n || id > BigInt(Number.MAX_SAFE_INTEGER)) {
-    problems.push([
-      "transactionId",
-      "must be a positive integer (up to 2^53 - 1): usage is counted once per transactionId",
-    ]);
-  } else if (seen.has(Number(id))) {
+  if (id <= 0n) {
+    problems.push(["transactionId", "must be a positive integer: usage is counted once per transactionId"]);
+  } else if (seen.has(id)) {
     problems.push(["transactionId", "appears twice in the batch"]);
   } else {
-    seen.add(Number(id));
+    seen.add(id);
   }
   if (event.sessionId !== "" && event.sessionId.toLowerCase() !== sessionId.toLowerCase()) {
     problems.push(["sessionId", "must be empty or the session in the path"]);

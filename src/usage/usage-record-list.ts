@@ -37,7 +37,7 @@ export async function listUsageRecords(
     deps.dataSource,
     () =>
       deps.dataSource.query(
-        `SELECT r.id, r.session_id, r.asset_id, a.metric_name, r.transaction_id, r.kind, r.amount, r.occurred_at,
+        `SELECT r.id, r.session_id, r.asset_id, a.metric_name, ${deps.store.asText("r.transaction_id")} AS transaction_id, r.kind, r.amount, r.occurred_at,
           r.recorded_at, r.period_start, COUNT(*) OVER () AS total_count
         FROM usage_records r JOIN monitored_assets a ON a.id = r.asset_id
         WHERE ${where.join(" AND ")} ORDER BY r.occurred_at DESC, r.id DESC LIMIT ? OFFSET ?`,

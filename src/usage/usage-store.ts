@@ -27,7 +27,7 @@ export interface UsageRecordRow {
   assetId: string;
   sessionId: string;
   /** Null for a pre-allocation. */
-  transactionId: number | null;
+  transactionId: bigint | null;
   kind: number;
   amountMicro: number;
   periodStart: Date;
@@ -128,13 +128,18 @@ export class UsageStore {
     return { sql: this.insertSqlFor(rows.length, ignoreDuplicates), parameters };
   }
 
+  /** A BIGINT column read as exact text: SQLite's driver reads integers past 2^53 as doubles. */
+  asText(column: string): string {
+    return this.dialect === "mysql" ? column : `CAST(${column} AS TEXT)`;
+  }
+
   /** Which of these transaction ids the session has recorded, locking them (a concurrent replay waits). */
-  async recordedTransactionIds(manager: EntityManager, sessionId: string, ids: number[]): Promise<Set<number>> {
+  async recordedTransactionIds(manager: EntityManager, sessionId: string, ids: bigint[]): Promise<Set<bigint>> {
     const rows = (await manager.query(
-      `SELECT transaction_id FROM usage_records WHERE session_id = ? AND transaction_id IN (${placeholders(ids.length)})${forUpdate(this.dialect)}`,
+      `SELECT ${this.asText("transaction_id")} AS transaction_id FROM usage_records WHERE session_id = ? AND transaction_id IN (${placeholders(ids.length)})${forUpdate(this.dialect)}`,
       [sessionId, ...ids],
-    )) as { transaction_id: unknown }[];
-    return new Set(rows.map((row) => Number(row.transaction_id)));
+    )) as { transaction_id: string }[];
+    return new Set(rows.map((row) => BigInt(row.transaction_id)));
   }
 
   /**

@@ -13,6 +13,7 @@ import {
   usageItems,
 } from "../support/metering.js";
 import type { LicensedSession } from "../support/observability.js";
+import { rest } from "../support/rest.js";
 import { startTestServer, type TestServer } from "../support/test-server.js";
 import { keepOutboxEvents } from "../support/webhooks.js";
 
@@ -59,6 +60,34 @@ for (const kind of ["mysql", "embedded"] as const) {
     const replay = await sendUsage(baseUrl, session, usageItems("api-calls", [10, 2.5, 0.25, 1]));
     t.deepEqual(replay.body, { acceptedCount: 1, duplicateCount: 3 });
     t.is(await consumptionSeen(t, baseUrl, session, "api-calls"), 13.750001);
+  });
+
+  test(`${kind}: transactionIds past 2^53 are told apart to the last digit`, async (t) => {
+    const { baseUrl } = t.context.servers[kind];
+    const entitlement = await meteredEntitlement(baseUrl, [API_CALLS]);
+    const session = await meteredSession(baseUrl, entitlement);
+    const ids = ["9007199254740992", "9007199254740993", "9223372036854775807"];
+    const item = (transactionId: string) => ({ transactionId, eventName: "api-calls", eventData: "1" });
+    const first = await sendUsage(baseUrl, session, ids.map(item));
+    t.deepEqual(first.body, { acceptedCount: 3, duplicateCount: 0 }, JSON.stringify(first.body));
+    // A JSON number past 2^53, as a 64-bit client writes it: one more than an id already recorded.
+    const response = await fetch(`${baseUrl}/api/v1/provision/usage/sessions/${session.sessionId}/transactions`, {
+      method: "POST",
+      headers: { authorization: session.authorization, "content-type": "application/json" },
+      body:
+        '[{"transactionId":9007199254740993,"eventName":"api-calls","eventData":"1"},' +
+        '{"transactionId":9007199254740994,"eventName":"api-calls","eventData":"1"}]',
+    });
+    t.deepEqual(await response.json(), { acceptedCount: 1, duplicateCount: 1 });
+    const listed = await rest(
+      baseUrl,
+      "GET",
+      `/api/v1/provision/admin/entitlements/${entitlement.entitlementId}/usage/transactions?pageSize=10`,
+    );
+    t.is(listed.status, 200, JSON.stringify(listed.body));
+    const recorded = listed.body.items.map((record: { transactionId: string }) => String(record.transactionId));
+    t.deepEqual(recorded.sort(), [...ids, "9007199254740994"].sort());
+    t.is(await consumptionSeen(t, baseUrl, session, "api-calls"), 4.000001);
   });
 
   test(`${kind}: a batch with one bad item stores nothing and names the item`, async (t) => {
