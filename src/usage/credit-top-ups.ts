@@ -1,6 +1,8 @@
 import { inTransaction } from "../platform/database.js";
+import { DomainError } from "../platform/errors.js";
 import { nextFireAfter } from "./cron-schedule.js";
 import type { MeterRef } from "./meter-counters.js";
+import { fromMicro, MAX_EXACT_TOTAL_MICRO } from "./usage-amounts.js";
 import type { UsageAsset } from "./usage-assets.js";
 import { BalancePeriodMoved } from "./usage-balance-store.js";
 import type { UsageDependencies } from "./usage-dependencies.js";
@@ -32,6 +34,7 @@ export async function addCredits(
         const period = await deps.store.lockPeriod(manager, ref, now);
         const generation = period.generation + 1;
         const total = (period.creditTotal ?? 0) + amountMicro;
+        if (total > MAX_EXACT_TOTAL_MICRO) throw balanceTooLarge(asset, period.creditTotal ?? 0);
         await deps.store.setPeriodCredits(manager, ref, generation, total);
         await deps.balances.deposited(manager, asset.id, now);
         const used = await deps.store.recordedTotal(manager, asset.id, ref.periodStart, false);
@@ -53,6 +56,15 @@ export async function addCredits(
     });
     return;
   }
+}
+
+function balanceTooLarge(asset: UsageAsset, creditsMicro: number): DomainError {
+  return new DomainError(
+    "failed-precondition",
+    `${asset.metricName} holds ${fromMicro(creditsMicro)} credits: with this amount it would hold more than ` +
+      `${fromMicro(MAX_EXACT_TOTAL_MICRO)}, the most a balance keeps exactly; nothing was added`,
+    { slug: "balance-too-large" },
+  );
 }
 
 /**
@@ -80,7 +92,7 @@ export async function autoBalance(deps: UsageDependencies, assetId: string, enti
     const used = await deps.store.recordedTotal(manager, assetId, balance.periodStart, false);
     const left = Math.max(0, (old.creditTotal ?? 0) - used);
     const carried = rules.transferCurrentCredits ? Math.min(left, rules.maxTransferMicro ?? left) : 0;
-    const total = rules.creditAmountMicro + carried;
+    const total = Math.min(rules.creditAmountMicro + carried, MAX_EXACT_TOTAL_MICRO);
     const start = balance.nextAutoBalanceAt;
     const next = deps.counters.refAt(usage, asset, start, total) as MeterRef;
     await deps.store.lockPeriod(manager, next, now);

@@ -14,6 +14,7 @@ import { inManagedTransaction } from "../platform/statement-batch.js";
 import { recountAfterDoubt } from "./commit-in-doubt.js";
 import { countersUnavailable } from "./guarded-meters.js";
 import type { MeterRef, Reserved } from "./meter-counters.js";
+import { fromMicro, MAX_EXACT_TOTAL_MICRO } from "./usage-amounts.js";
 import { BalancePeriodMoved } from "./usage-balance-store.js";
 import type { UsageDependencies } from "./usage-dependencies.js";
 import type { EntitlementUsage } from "./usage-directory.js";
@@ -215,6 +216,14 @@ function sharesOf(items: UsageItem[]): { ref: MeterRef; amountMicro: number }[] 
 
 function refusal(ref: MeterRef): DomainError {
   const metric = ref.asset.metricName;
+  if (ref.cap === MAX_EXACT_TOTAL_MICRO) {
+    return new DomainError(
+      "permission-denied",
+      `usage of ${metric} would take its total past ${fromMicro(MAX_EXACT_TOTAL_MICRO)}, the most kept exactly; ` +
+        "nothing was recorded",
+      { slug: "usage-blocked" },
+    );
+  }
   if (ref.balance) {
     return new DomainError("permission-denied", `not enough credits left for ${metric}; nothing was recorded`, {
       slug: "credits-exhausted",

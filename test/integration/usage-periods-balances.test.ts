@@ -55,6 +55,14 @@ const SEATS_IN_USE = {
 };
 
 /** 50 credits topped up every midnight (UTC) with 20 more, carrying over at most 5 of what is left. */
+/** Credits that never run out. */
+const UNLIMITED_CREDITS = {
+  metricName: "unlimited",
+  name: "Unlimited",
+  metricType: 2,
+  balanceUsage: { isUnlimitedCredits: true },
+};
+
 const DAILY_CREDITS = {
   ...CREDITS,
   metricName: "daily-credits",
@@ -222,6 +230,37 @@ for (const kind of ["mysql", "embedded"] as const) {
     const wrong = await rest(server.baseUrl, "POST", creditsPath(metered.entitlementId, "api-calls"), { amount: 1 });
     t.is(wrong.status, 400);
   });
+
+  test.serial(
+    `${kind}: balances stay within the exact bound: top-ups past it refused, unlimited use blocked at it`,
+    async (t) => {
+      const server = t.context.servers[kind];
+      await advance(server, t.context.clocks[kind], 0);
+      const entitlement = await meteredEntitlement(server.baseUrl, [CREDITS, UNLIMITED_CREDITS], LONG_LEASE);
+      const topUp = (amount: number) =>
+        rest(server.baseUrl, "POST", creditsPath(entitlement.entitlementId, "credits"), { amount });
+      for (let deposit = 0; deposit < 9; deposit++) t.is((await topUp(1e9)).status, 200);
+      const tooMuch = await topUp(7_199_204.740992);
+      t.is(tooMuch.status, 409, JSON.stringify(tooMuch.body));
+      t.is(tooMuch.body.type, "urn:provision:problem:balance-too-large");
+      const exact = await topUp(7_199_204.740991);
+      t.like(
+        exact.body,
+        // 2^53 - 1 micro-units, as the double the report shows it as.
+        { limit: (2 ** 53 - 1) / 1e6, creditsLeft: (2 ** 53 - 1) / 1e6 },
+        JSON.stringify(exact.body),
+      );
+      t.is((await topUp(0.000001)).status, 409, "the balance holds the most it keeps exactly");
+
+      const session = await meteredSession(server.baseUrl, entitlement);
+      const batch = (firstId: number) => usageItems("unlimited", [1e9, 1e9, 1e9], firstId);
+      for (const firstId of [1, 4, 7]) t.is((await sendUsage(server.baseUrl, session, batch(firstId))).status, 200);
+      const past = await sendUsage(server.baseUrl, session, usageItems("unlimited", [7_199_254.740992], 10));
+      t.is(past.status, 403, JSON.stringify(past.body));
+      t.is(past.body.type, "urn:provision:problem:usage-blocked");
+      t.is((await sendUsage(server.baseUrl, session, usageItems("unlimited", [7_199_254.740991], 11))).status, 200);
+    },
+  );
 
   test.serial(`${kind}: the auto-balance schedule starts a new balance period on the scheduler's tick`, async (t) => {
     const server = t.context.servers[kind];
