@@ -14,8 +14,13 @@ const EXAMPLE = 'a number such as 12.5 or an object such as {"amount":12.5}';
  * For numbers with at most 6 decimal places this equals Math.round(value * 1e6).
  */
 export function toMicro(value: number): number | undefined {
-  if (!Number.isFinite(value) || value < 0 || value > MAX_AMOUNT_UNITS) return undefined;
-  return roundedMicro(String(value));
+  if (!Number.isFinite(value) || value < 0 || value > MAX_AMOUNT_UNITS + 1) return undefined;
+  return withinMaxAmount(roundedMicro(String(value)));
+}
+
+/** The largest amount is checked once rounded: 1000000000.0000004 is 10^9 units. */
+function withinMaxAmount(micro: number): number | undefined {
+  return micro > MAX_AMOUNT_UNITS * MICRO_PER_UNIT ? undefined : micro;
 }
 
 /**
@@ -66,7 +71,7 @@ const MAX_PLAIN_DIGITS = 15;
 function plainAmountMicro(text: string): number | undefined {
   if (text.length > MAX_PLAIN_DIGITS + 1 || !PLAIN_AMOUNT.test(text)) return undefined;
   if (text.length > MAX_PLAIN_DIGITS && !text.includes(".")) return undefined;
-  return Number(text) > MAX_AMOUNT_UNITS ? undefined : roundedMicro(text);
+  return Number(text) > MAX_AMOUNT_UNITS + 1 ? undefined : withinMaxAmount(roundedMicro(text));
 }
 
 /** The number the data holds, or why it holds none. */

@@ -39,6 +39,10 @@ test("toMicro reaches MAX_AMOUNT_UNITS exactly and refuses past it", (t) => {
   t.is(toMicro(1e9), 1e15);
   t.is(toMicro(MAX_AMOUNT_UNITS + 0.000001), undefined);
   t.is(toMicro(2e9), undefined);
+  t.is(toMicro(1_000_000_000.0000004), 1e15, "checked once rounded: it rounds to the largest amount");
+  t.deepEqual(parseUsageAmount("1000000000.0000004"), { micro: 1e15 });
+  t.deepEqual(parseUsageAmount('{"amount":1000000000.0000004}'), { micro: 1e15 });
+  t.true("problem" in parseUsageAmount("1000000000.0000005"));
 });
 
 test("toMicro rounds the 7th decimal half up on the number as written", (t) => {
