@@ -52,6 +52,9 @@ export function checkMessageLimits(schema: DescMessage, message: Message): Field
   return violations;
 }
 
+/** tooManyItems' message: a batch that is not an array at all is invalid (400), not too large. */
+const TOO_MANY_ITEMS = /^holds \d+ items; at most \d+ are allowed$/;
+
 /**
  * Whether the request's body as a whole is a batch of session events (usage, log or metric items) over its cap:
  * the request is then too large (413) rather than malformed.
@@ -60,7 +63,10 @@ export function isBatchOverCap(method: DescMethod, violations: readonly FieldVio
   const body = getOption(method, http).body;
   const field = method.input.fields.find((candidate) => candidate.name === body);
   const batch = field?.fieldKind === "list" && field.message?.typeName === "provision.v1.SessionEvent";
-  return batch && violations.some((violation) => violation.field === field.jsonName);
+  return (
+    batch &&
+    violations.some((violation) => violation.field === field.jsonName && TOO_MANY_ITEMS.test(violation.message))
+  );
 }
 
 /** The violation a field over its cap is reported with. */

@@ -124,6 +124,11 @@ test("a batch of more than 1,000 items answers 413 before any work", async (t) =
   t.is(tooMany.body.type, "urn:provision:problem:too-many-items");
   const justRight = await sendUsage(baseUrl, session, usageItems("api-calls", Array(1000).fill(0.01)));
   t.deepEqual(justRight.body, { acceptedCount: 1000, duplicateCount: 0 });
+  for (const notABatch of [{ transactionId: 1 }, "1 item"]) {
+    const refused = await sendUsage(baseUrl, session, notABatch as unknown as unknown[]);
+    t.is(refused.status, 400, "a body that is not an array is invalid, not too large");
+    t.is(refused.body.type, "urn:provision:problem:validation");
+  }
 });
 
 test("usage calls refuse another session's token, and a released session's", async (t) => {
