@@ -39,10 +39,11 @@ export function tierRulesOf(tiers: readonly UsageTier[]): TierRule[] {
 
 /**
  * The tier a consumption falls in: a tier covers consumption above its start up to and including its end, so
- * it is the tier with the greatest start below the value; nothing above the first tier's start is the first tier.
+ * it is the tier with the greatest start below the value. Consumption at or below the first tier's start is in
+ * none (Normal), unless that start is 0: nothing consumed yet is in a first tier starting at 0.
  */
 export function tierAt(tiers: readonly TierRule[], valueMicro: number): TierRule | undefined {
-  let found = tiers[0];
+  let found = tiers[0]?.startMicro === 0 ? tiers[0] : undefined;
   for (const tier of tiers) {
     if (tier.startMicro < valueMicro) found = tier;
     else break;

@@ -44,6 +44,16 @@ test("a tier covers consumption above its start up to and including its end", (t
   t.is(severityAt([], 5), 1);
 });
 
+test("consumption at or below a first tier starting above 0 is in no tier, and Normal", (t) => {
+  const [hard] = tierRulesOf([
+    create(UsageTierSchema, { name: "Hard", startUsage: 5, quotaUsageLevel: 4, quotaUsagePolicy: 3 }),
+  ]);
+  t.is(tierAt([hard], 3 * MICRO), undefined);
+  t.is(tierAt([hard], 5 * MICRO), undefined);
+  t.is(severityAt([hard], 3 * MICRO), 1);
+  t.is(tierAt([hard], 5 * MICRO + 1)?.name, "Hard");
+});
+
 test("consumption above the first Block tier's start is refused; without one, nothing is", (t) => {
   t.is(blockCapOf(tiers), 120 * MICRO);
   t.is(blockCapOf(tiers.filter((tier) => tier.policy !== 3)), undefined);
