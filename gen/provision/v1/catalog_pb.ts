@@ -1496,14 +1496,16 @@ export enum QuotaUsagePolicy {
   UNSPECIFIED = 0,
 
   /**
-   * 1: Allow: consumption is recorded, no notification.
+   * 1: Allow: consumption is recorded. (MeteredUsage.OverageStatusChanged follows each tier's
+   * quotaUsageLevel, whatever its policy.)
    *
    * @generated from enum value: QUOTA_USAGE_POLICY_ALLOW = 1;
    */
   ALLOW = 1,
 
   /**
-   * 2: AllowWithWarning: consumption is recorded and an overage event is raised.
+   * 2: AllowWithWarning: consumption is recorded, as with Allow; entering the tier raises the overage
+   * event when its quotaUsageLevel differs.
    *
    * @generated from enum value: QUOTA_USAGE_POLICY_ALLOW_WITH_WARNING = 2;
    */
