@@ -285,11 +285,13 @@ export async function setClaimBasedSeats(
   request: SetClaimBasedSeatsRequest,
   context: HandlerContext,
 ): Promise<SetClaimBasedSeatsResponse> {
-  if (request.numberOfSeats < 0) throw invalidField("numberOfSeats", "must be 0 (no seat limit) or more");
+  const seats = request.numberOfSeats;
+  if (seats === undefined) throw invalidField("numberOfSeats", "is required (0 means no seat limit)");
+  if (seats < 0) throw invalidField("numberOfSeats", "must be 0 (no seat limit) or more");
   const entitlement = await changeEntitlement(deps, context, request.entitlementId, (row) => {
     const policy = policyOf(row) ?? create(ActivationPolicySchema, {});
     policy.claimBasedActivation ??= create(ClaimBasedActivationSchema, {});
-    policy.claimBasedActivation.numberOfSeats = request.numberOfSeats;
+    policy.claimBasedActivation.numberOfSeats = seats;
     if (request.isFloatingLicense !== undefined) {
       policy.claimBasedActivation.isFloatingLicense = request.isFloatingLicense;
     }
@@ -303,6 +305,8 @@ export async function setSubscriptionActive(
   request: SetSubscriptionActiveRequest,
   context: HandlerContext,
 ): Promise<SetSubscriptionActiveResponse> {
+  const active = request.isSubscriptionActive;
+  if (active === undefined) throw invalidField("isSubscriptionActive", "is required: true or false");
   const entitlement = await changeEntitlement(deps, context, request.entitlementId, (row) => {
     const policy = policyOf(row);
     if (!policy?.subscriptionPolicy) {
@@ -310,7 +314,7 @@ export async function setSubscriptionActive(
         slug: "no-subscription-policy",
       });
     }
-    policy.subscriptionPolicy.isSubscriptionActive = request.isSubscriptionActive;
+    policy.subscriptionPolicy.isSubscriptionActive = active;
     row.activationPolicy = policyText(policy);
   });
   return create(SetSubscriptionActiveResponseSchema, { entitlement });

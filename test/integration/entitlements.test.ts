@@ -652,6 +652,12 @@ for (const mode of MODES) {
       ["numberOfSeats"],
       "negative seats",
     );
+    for (const body of [undefined, {}, { numberOfseats: 7 }]) {
+      const unset = await rest(server.baseUrl, "PUT", `${base}/policies/claim-based/seats`, body);
+      assertInvalid(t, unset, ["numberOfSeats"], `seats left out: ${JSON.stringify(body)}`);
+    }
+    const unlimited = await rest(server.baseUrl, "PUT", `${base}/policies/claim-based/seats`, { numberOfSeats: 0 });
+    t.is(expectStatus(unlimited, 200, "no seat limit").activationPolicy.claimBasedActivation.numberOfSeats, 0);
 
     const noSubscription = await rest(server.baseUrl, "PUT", `${base}/policies/subscription/active`, {
       isSubscriptionActive: false,
@@ -666,7 +672,11 @@ for (const mode of MODES) {
     });
     t.false(expectStatus(inactive, 200, "subscription").activationPolicy.subscriptionPolicy.isSubscriptionActive);
     t.is(inactive.body.activationPolicy.subscriptionPolicy.renewPeriod, "P1M");
-    t.is(await revisionOf(server, created.id), 1 + 6);
+    for (const body of [undefined, { active: true }]) {
+      const unset = await rest(server.baseUrl, "PUT", `${base}/policies/subscription/active`, body);
+      assertInvalid(t, unset, ["isSubscriptionActive"], `the flag left out: ${JSON.stringify(body)}`);
+    }
+    t.is(await revisionOf(server, created.id), 1 + 7);
   });
 
   test(`${mode}: another provider's entitlements answer 404 on every call and never show in its list`, async (t) => {
