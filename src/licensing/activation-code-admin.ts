@@ -15,6 +15,7 @@ import {
   type ListActivationCodesRequest,
   type ListActivationCodesResponse,
   ListActivationCodesResponseSchema,
+  type RequiredAuthenticationLevel,
 } from "../../gen/provision/v1/entitlement_pb.js";
 import { storedDate } from "../catalog/product-mapper.js";
 import { inTransaction, isUniqueViolation, readSerially } from "../platform/database.js";
@@ -48,6 +49,8 @@ export interface IssueActivationCodeInput {
   newId?: () => string;
   /** Put before the field names of validation errors (`licenseActivationWorkflowParameters.`). */
   fieldPrefix?: string;
+  /** The entitlement policy's requiredAuthenticationLevel: the stricter of it and the code's applies. */
+  policyLevel: RequiredAuthenticationLevel;
 }
 
 /**
@@ -60,7 +63,7 @@ export async function issueActivationCode(
 ): Promise<ActivationInvitation> {
   const { parameters, now } = input;
   const violations = new Violations();
-  checkInvitationParameters(violations, input.fieldPrefix ?? "", parameters, now);
+  checkInvitationParameters(violations, input.fieldPrefix ?? "", parameters, now, input.policyLevel);
   violations.throwIfAny();
   const chosen = parameters.activationCode.trim();
   const row = newCodeRow(input, chosen || generateActivationCode());
@@ -135,6 +138,7 @@ export async function createActivationCode(
       parameters,
       now: deps.clock.now(),
       newId: deps.newId,
+      policyLevel: entitlement.policyLevel,
     });
   });
   return create(CreateActivationCodeResponseSchema, { activationInvitation: invitation });

@@ -1,8 +1,10 @@
 import type { DataSource, EntityManager } from "typeorm";
+import { RequiredAuthenticationLevel } from "../../gen/provision/v1/entitlement_pb.js";
 import { placeholders, SqlTable } from "../catalog/sql-table.js";
 import { dialectOf, forUpdate } from "../platform/database.js";
 import type { Statement } from "../platform/statement-batch.js";
 import { ActivationCodeEntity, type ActivationCodeRow } from "./entities.js";
+import { policyOf } from "./entitlement-mapper.js";
 
 /** What an invitation shows of a device activated with its code. */
 export type ActivatedDevice = { fingerprint: string };
@@ -26,12 +28,17 @@ export async function findEntitlementKind(
   manager: EntityManager,
   providerId: string,
   entitlementId: string,
-): Promise<{ isTemplate: boolean } | null> {
-  const [row] = (await manager.query("SELECT is_template FROM entitlements WHERE id = ? AND provider_id = ?", [
-    entitlementId,
-    providerId,
-  ])) as { is_template: unknown }[];
-  return row ? { isTemplate: Number(row.is_template) === 1 } : null;
+): Promise<{ isTemplate: boolean; policyLevel: RequiredAuthenticationLevel } | null> {
+  const [row] = (await manager.query(
+    "SELECT is_template, activation_policy FROM entitlements WHERE id = ? AND provider_id = ?",
+    [entitlementId, providerId],
+  )) as { is_template: unknown; activation_policy: string | null }[];
+  if (!row) return null;
+  const policy = policyOf({ activationPolicy: row.activation_policy });
+  return {
+    isTemplate: Number(row.is_template) === 1,
+    policyLevel: policy?.requiredAuthenticationLevel ?? RequiredAuthenticationLevel.UNSPECIFIED,
+  };
 }
 
 /** Inserts a code; a taken `codeKey` fails with the driver's unique violation. */

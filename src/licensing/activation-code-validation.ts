@@ -25,6 +25,7 @@ export function checkInvitationParameters(
   prefix: string,
   parameters: ActivationInvitationParameters,
   now: Date,
+  policyLevel: RequiredAuthenticationLevel,
 ): void {
   const field = (name: string) => `${prefix}${name}`;
   violations
@@ -39,7 +40,7 @@ export function checkInvitationParameters(
   checkDevices(violations, field("preAuthorizedDevices"), parameters.preAuthorizedDevices);
   if (parameters.maxDeviceActivations < 0) violations.add(field("maxDeviceActivations"), "must be 0 or more");
   if (parameters.maxActivationCodeUseCount < 0) violations.add(field("maxActivationCodeUseCount"), "must be 0 or more");
-  checkEmail(violations, field("email"), parameters);
+  checkEmail(violations, field("email"), parameters, policyLevel);
   const code = parameters.activationCode.trim();
   const codeProblem = code === "" ? null : vendorCodeProblem(code);
   if (codeProblem) violations.add(field("activationCode"), codeProblem);
@@ -57,12 +58,22 @@ function checkDevices(violations: Violations, field: string, devices: string[]):
   }
 }
 
-function checkEmail(violations: Violations, field: string, parameters: ActivationInvitationParameters): void {
+function checkEmail(
+  violations: Violations,
+  field: string,
+  parameters: ActivationInvitationParameters,
+  policyLevel: RequiredAuthenticationLevel,
+): void {
   if (parameters.email !== "" && !isEmailAddress(parameters.email)) {
     violations.add(field, "must be an email address");
   } else if (parameters.email === "") {
     if (parameters.requiredAuthenticationLevel === RequiredAuthenticationLevel.EMAIL) {
       violations.add(field, "is required at requiredAuthenticationLevel 2 (Email)");
+    } else if (
+      policyLevel === RequiredAuthenticationLevel.EMAIL &&
+      parameters.requiredAuthenticationLevel < RequiredAuthenticationLevel.EMAIL
+    ) {
+      violations.add(field, "is required: the entitlement's policy asks for requiredAuthenticationLevel 2 (Email)");
     } else if (parameters.sendUserNotification) {
       violations.add(field, "is required with sendUserNotification");
     }

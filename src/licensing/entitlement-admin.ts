@@ -23,6 +23,7 @@ import {
   type ListEntitlementsRequest,
   type ListEntitlementsResponse,
   ListEntitlementsResponseSchema,
+  RequiredAuthenticationLevel,
   type SetActivationEnabledRequest,
   type SetActivationEnabledResponse,
   SetActivationEnabledResponseSchema,
@@ -258,6 +259,7 @@ export async function createFromTemplate(
             now,
             newId: deps.newId,
             fieldPrefix: "licenseActivationWorkflowParameters.",
+            policyLevel: policyOf(row)?.requiredAuthenticationLevel ?? RequiredAuthenticationLevel.UNSPECIFIED,
           })
         : undefined;
       return { entitlement: await viewOf(repository, manager, row), activationInvitation };

@@ -283,6 +283,23 @@ for (const database of ["MySQL", "SQLite"]) {
     t.is(listed.body.totalCount, 0, "no invalid invitation was stored");
   });
 
+  test(`${database}: a code for an entitlement whose policy asks for the email level must name the email`, async (t) => {
+    const { server } = t.context[database];
+    const entitlementId = await insertEntitlement(server, DEFAULT_PROVIDER_ID, {
+      activationPolicy: JSON.stringify({ requiredAuthenticationLevel: 2 }),
+    });
+    const refused = await rest(server.baseUrl, "POST", issuePath(entitlementId), {});
+    t.is(refused.status, 400, "it could never activate: every activation would answer email-mismatch");
+    t.deepEqual(
+      refused.body.errors.map((error: { field: string }) => error.field),
+      ["email"],
+    );
+    const named = await rest(server.baseUrl, "POST", issuePath(entitlementId), { email: "invitee@example.com" });
+    t.is(named.status, 200, JSON.stringify(named.body));
+    const stricter = await rest(server.baseUrl, "POST", issuePath(entitlementId), { requiredAuthenticationLevel: 3 });
+    t.is(stricter.status, 200, "the interactive-user level needs no email");
+  });
+
   test(`${database}: codes only for an existing entitlement that is not a template`, async (t) => {
     const { server } = t.context[database];
     const unknown = await rest(server.baseUrl, "POST", issuePath(randomUUID()), {});
