@@ -7,7 +7,8 @@ import type { EntitlementRepository } from "./entitlement-repository.js";
 
 /**
  * Applies an update's `features` to the entitlement's features, each matched by id or else featureCode:
- * `value` only where canModifyValueOnEntitlement, `isEnabled` only where canModifyEnabledOnEntitlement.
+ * `value` only where canModifyValueOnEntitlement, `isEnabled` only where canModifyEnabledOnEntitlement (a value
+ * sent as it stands changes nothing and is never refused: an entitlement read and sent back is accepted).
  * Every refusal is reported at once, naming the field; nothing is written then.
  */
 export async function applyFeatureUpdates(
@@ -30,12 +31,12 @@ export async function applyFeatureUpdates(
     const prefix = `features[${index}].`;
     const feature = matchOf(update, byId, byCode, violations, prefix);
     if (!feature) continue;
-    if (update.value !== undefined) {
+    if (update.value !== undefined && (update.value || null) !== feature.value) {
       if (feature.canModifyValueOnEntitlement) feature.value = update.value || null;
       else
         violations.add(`${prefix}value`, "cannot be changed on an entitlement (canModifyValueOnEntitlement is false)");
     }
-    if (update.isEnabled !== undefined) {
+    if (update.isEnabled !== undefined && update.isEnabled !== feature.isEnabled) {
       if (feature.canModifyEnabledOnEntitlement) feature.isEnabled = update.isEnabled;
       else {
         violations.add(

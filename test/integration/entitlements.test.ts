@@ -492,6 +492,10 @@ for (const mode of MODES) {
     t.true(revoked.isRevoked);
     t.is(revoked.name, "After");
     t.is(await revisionOf(server, created.id), revision + 3);
+    const sentBack = await rest(server.baseUrl, "PUT", path, {
+      features: [{ id: locked.id, value: locked.value, isEnabled: locked.isEnabled }],
+    });
+    t.is(sentBack.status, 200, `a locked feature sent back as it stands: ${JSON.stringify(sentBack.body)}`);
     t.is((await rest(server.baseUrl, "PUT", `${ENTITLEMENTS}/${UNKNOWN_ID}`, { name: "x" })).status, 404);
   });
 
