@@ -3,17 +3,13 @@ import { SubscriptionState } from "../../gen/provision/v1/webhook_pb.js";
 import { startCuttingProxy } from "../support/cutting-proxy.js";
 import { activate, ENTITLEMENTS, entitlementWithCode, sessionCall, sessionIdOf } from "../support/licensing.js";
 import { rest } from "../support/rest.js";
-import { createTestDatabase, mysqlAddressOf, startTestServer, throughProxy } from "../support/test-server.js";
+import { startBehindProxy } from "../support/test-server.js";
 import { insertSubscription } from "../support/webhooks.js";
 
 /** A test server on a database of its own, reached through a cutting proxy; all three go with the test. */
 async function serverBehindCuttingProxy(t: ExecutionContext) {
-  const database = await createTestDatabase();
-  t.teardown(() => database.drop());
-  const proxy = await startCuttingProxy(mysqlAddressOf(database.url));
-  t.teardown(() => proxy.close());
-  const server = await startTestServer({ databaseUrl: throughProxy(database.url, proxy.port) });
-  t.teardown(() => server.close());
+  const { server, proxy, close } = await startBehindProxy(startCuttingProxy);
+  t.teardown(close);
   return { server, proxy };
 }
 

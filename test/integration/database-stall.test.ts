@@ -1,34 +1,20 @@
 import anyTest, { type TestFn } from "ava";
 import { PRODUCTS, rest } from "../support/rest.js";
 import { startTcpProxy, type TcpProxy } from "../support/tcp-proxy.js";
-import {
-  createTestDatabase,
-  mysqlAddressOf,
-  startTestServer,
-  type TestServer,
-  throughProxy,
-} from "../support/test-server.js";
+import { startBehindProxy, type TestServer } from "../support/test-server.js";
 
 // MySQL gone silent (a network partition: no reset, nothing answered) must not hold requests, and the pooled
 // connections they hold, until TCP gives up about fifteen minutes later: a statement that hears nothing for
 // DATABASE_STALL_SECONDS fails as a lost connection, and the pool makes new connections once MySQL answers again.
-const test = anyTest as TestFn<{ server: TestServer; proxy: TcpProxy; drop: () => Promise<void> }>;
+const test = anyTest as TestFn<{ server: TestServer; proxy: TcpProxy; close: () => Promise<void> }>;
 
 test.before(async (t) => {
-  const database = await createTestDatabase();
-  t.context.drop = database.drop;
-  t.context.proxy = await startTcpProxy(mysqlAddressOf(database.url));
-  t.context.server = await startTestServer({
-    databaseUrl: throughProxy(database.url, t.context.proxy.port),
-    env: { DATABASE_STALL_SECONDS: "2" },
-  });
+  Object.assign(t.context, await startBehindProxy(startTcpProxy, { env: { DATABASE_STALL_SECONDS: "2" } }));
 });
 
 test.after.always(async (t) => {
   t.context.proxy?.resume();
-  await t.context.server?.close();
-  await t.context.proxy?.close();
-  await t.context.drop?.();
+  await t.context.close?.();
 });
 
 /** A request the test gives up on (failing) rather than wait for the network to come back. */

@@ -8,30 +8,19 @@ import {
   sendUsage,
   usageItems,
 } from "../support/metering.js";
-import {
-  createTestDatabase,
-  mysqlAddressOf,
-  startTestServer,
-  type TestServer,
-  throughProxy,
-} from "../support/test-server.js";
+import { startBehindProxy, type TestServer } from "../support/test-server.js";
 
 // The connection to MySQL lost between a usage write's COMMIT and its answer: the write may have committed. Its
 // counter reservation must neither be given back (the records may be there: the counter would then fall below
 // them and let later grants pass the Block tier) nor kept blindly: the counter is recounted from the records.
-const test = anyTest as TestFn<{ server: TestServer; proxy: CuttingProxy; drop: () => Promise<void> }>;
+const test = anyTest as TestFn<{ server: TestServer; proxy: CuttingProxy; close: () => Promise<void> }>;
 
 test.before(async (t) => {
-  const database = await createTestDatabase();
-  t.context.drop = database.drop;
-  t.context.proxy = await startCuttingProxy(mysqlAddressOf(database.url));
-  t.context.server = await startTestServer({ databaseUrl: throughProxy(database.url, t.context.proxy.port) });
+  Object.assign(t.context, await startBehindProxy(startCuttingProxy));
 });
 
 test.after.always(async (t) => {
-  await t.context.server?.close();
-  await t.context.proxy?.close();
-  await t.context.drop?.();
+  await t.context.close?.();
 });
 
 async function recordedUnits(server: TestServer, entitlementId: string): Promise<number> {

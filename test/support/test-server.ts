@@ -79,6 +79,28 @@ export function throughProxy(databaseUrl: string, port: number): string {
   return url.toString();
 }
 
+/**
+ * The real server on a fresh MySQL database that it reaches through a proxy `startProxy` makes (one that cuts,
+ * refuses or stalls what it passes); `close` stops all three.
+ */
+export async function startBehindProxy<Proxy extends { port: number; close(): Promise<void> }>(
+  startProxy: (target: { host: string; port: number }) => Promise<Proxy>,
+  options: Omit<TestServerOptions, "databaseUrl"> = {},
+): Promise<{ server: TestServer; proxy: Proxy; close(): Promise<void> }> {
+  const database = await createTestDatabase();
+  const proxy = await startProxy(mysqlAddressOf(database.url));
+  const server = await startTestServer({ ...options, databaseUrl: throughProxy(database.url, proxy.port) });
+  return {
+    server,
+    proxy,
+    async close() {
+      await server.close();
+      await proxy.close();
+      await database.drop();
+    },
+  };
+}
+
 /** The real app and HTTP server on an ephemeral port, on a fresh MySQL database and the local Redis. */
 export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
   const database = options.embedded || options.databaseUrl ? undefined : await createTestDatabase();
