@@ -1,4 +1,4 @@
-import type { DataSource, EntitySubscriberInterface } from "typeorm";
+import type { DataSource } from "typeorm";
 
 /**
  * What a statement fails with when its connection received nothing for too long: mysql2's lost connection
@@ -13,66 +13,67 @@ export class StatementStalled extends Error {
   }
 }
 
-/** The parts of mysql2's pooled connection the watch uses. */
+/** The parts of a mysql2 pool connection the watch reads. */
 interface PooledConnection {
+  /** The command sent and not answered yet (a statement, or the handshake of a new connection); null when idle. */
+  _command: unknown;
   stream: { bytesRead: number; destroy(error?: Error): void };
   /** Takes the connection out of its pool and closes it. */
   destroy(): void;
 }
 
-interface Watch {
-  /** Statements sent and not answered yet. */
-  pending: number;
+interface ConnectionPool {
+  _allConnections: { length: number; get(index: number): PooledConnection };
+}
+
+interface Silence {
   bytesRead: number;
-  quietSince: number;
+  since: number;
 }
 
 /**
- * Closes a MySQL connection whose statements wait longer than `stallMs` with nothing received: a network that
- * went silent (a partition, a host gone without a reset) would otherwise hold the statement, its request and its
- * pooled connection until TCP gives up, about fifteen minutes later. Its statements fail as a lost connection
- * and the pool makes a new one. Answers the watch's stop.
+ * Closes a pooled MySQL connection that waits for an answer and has received nothing for `stallMs`: a network
+ * gone silent (a partition, a host gone without a reset) would otherwise hold the statement, its request and its
+ * connection until TCP gives up, about fifteen minutes later. Its statement fails as a lost connection and the
+ * pool makes a new connection. A sweep of the pool each second finds them, so statements cost nothing to watch
+ * and every statement is watched, whoever sent it. Answers the watch's stop.
  */
 export function watchStalledStatements(dataSource: DataSource, stallMs: number): () => void {
-  const watches = new Map<PooledConnection, Watch>();
-  const connectionOf = (queryRunner: unknown) =>
-    (queryRunner as { databaseConnection?: PooledConnection }).databaseConnection;
-  const subscriber: EntitySubscriberInterface = {
-    beforeQuery(event) {
-      const connection = connectionOf(event.queryRunner);
-      if (!connection) return;
-      const watch = watches.get(connection);
-      if (watch) watch.pending++;
-      else watches.set(connection, { pending: 1, bytesRead: connection.stream.bytesRead, quietSince: Date.now() });
+  const pool = (dataSource.driver as unknown as { pool: ConnectionPool }).pool;
+  let silences = new Map<PooledConnection, Silence>();
+  const sweep = setInterval(
+    () => {
+      silences = silencesNow(pool, silences);
+      closeStalled(silences, stallMs);
     },
-    afterQuery(event) {
-      const connection = connectionOf(event.queryRunner);
-      const watch = connection && watches.get(connection);
-      if (watch && --watch.pending === 0) watches.delete(connection);
-    },
-  };
-  dataSource.subscribers.push(subscriber);
-  const sweep = setInterval(() => closeStalled(watches, stallMs), Math.min(1000, stallMs / 4));
+    Math.min(1000, stallMs / 4),
+  );
   sweep.unref();
-  return () => {
-    clearInterval(sweep);
-    dataSource.subscribers.splice(dataSource.subscribers.indexOf(subscriber), 1);
-  };
+  return () => clearInterval(sweep);
 }
 
-function closeStalled(watches: Map<PooledConnection, Watch>, stallMs: number): void {
+/** Each connection waiting for an answer, and since when it has received nothing (as far as sweeps can tell). */
+function silencesNow(pool: ConnectionPool, before: Map<PooledConnection, Silence>): Map<PooledConnection, Silence> {
   const now = Date.now();
-  for (const [connection, watch] of watches) {
+  const silences = new Map<PooledConnection, Silence>();
+  for (let index = 0; index < pool._allConnections.length; index++) {
+    const connection = pool._allConnections.get(index);
+    if (!connection._command) continue;
     const bytesRead = connection.stream.bytesRead;
-    if (bytesRead !== watch.bytesRead) {
-      watch.bytesRead = bytesRead;
-      watch.quietSince = now;
-    } else if (now - watch.quietSince >= stallMs) {
-      watches.delete(connection);
-      // The error reaches the pending statements (mysql2 hands a socket error to the command in flight); destroy
-      // keeps the pool from handing the connection out again.
-      connection.stream.destroy(new StatementStalled(stallMs));
-      connection.destroy();
-    }
+    const silence = before.get(connection);
+    silences.set(connection, silence?.bytesRead === bytesRead ? silence : { bytesRead, since: now });
+  }
+  return silences;
+}
+
+function closeStalled(silences: Map<PooledConnection, Silence>, stallMs: number): void {
+  const now = Date.now();
+  for (const [connection, silence] of silences) {
+    if (now - silence.since < stallMs) continue;
+    silences.delete(connection);
+    // The error reaches the command in flight (mysql2 hands a socket error to it); destroy takes the connection
+    // out of the pool, which would otherwise hand it out again.
+    connection.stream.destroy(new StatementStalled(stallMs));
+    connection.destroy();
   }
 }
