@@ -266,11 +266,22 @@ export function authenticationLevel(policy: ActivationPolicy | undefined, code: 
   );
 }
 
-function checkAuthentication(policy: ActivationPolicy | undefined, code: CodeFacts, ask: ActivationAsk): void {
-  const level = authenticationLevel(policy, code);
-  if (level === RequiredAuthenticationLevel.EMAIL && !sameEmail(code.email, ask.email)) {
+/** A code issued without an email, before its entitlement's policy came to ask for one, can never match. */
+function checkEmail(code: CodeFacts, ask: ActivationAsk): void {
+  if (code.email.trim() === "") {
+    throw refuse(
+      "code-without-email",
+      "the entitlement's policy asks for the email the activation code was issued to, and this code names none: ask the vendor for a new code",
+    );
+  }
+  if (!sameEmail(code.email, ask.email)) {
     throw refuse("email-mismatch", "the email does not match the activation code's invitation");
   }
+}
+
+function checkAuthentication(policy: ActivationPolicy | undefined, code: CodeFacts, ask: ActivationAsk): void {
+  const level = authenticationLevel(policy, code);
+  if (level === RequiredAuthenticationLevel.EMAIL) checkEmail(code, ask);
   const requiredGroup = policy?.requireOrganizationGroupMember ?? "";
   if (level < RequiredAuthenticationLevel.INTERACTIVE_USER && requiredGroup === "") return;
   const user = ask.user;

@@ -192,6 +192,18 @@ each("level 2 needs the invitation's email, case-insensitively", async (t, mode)
   );
 });
 
+each("a code issued without an email, before the policy came to ask for level 2, is told apart", async (t, mode) => {
+  const { server } = t.context.servers[mode];
+  const { code, entitlementId } = await entitlementWithCode(server.baseUrl, SEATS);
+  const raised = await rest(server.baseUrl, "PUT", `${ENTITLEMENTS}/${entitlementId}`, {
+    activationPolicy: { ...SEATS, requiredAuthenticationLevel: 2 },
+  });
+  t.is(raised.status, 200, JSON.stringify(raised.body));
+  const answer = await activate(server.baseUrl, { activationCode: code, fingerprint: "a", email: "ada@example.com" });
+  refused(t, answer, 403, "code-without-email");
+  t.regex(answer.body.detail, /new code/);
+});
+
 each("requireProductCode needs the activating software to be one of the products", async (t, mode) => {
   const { server } = t.context.servers[mode];
   const { code, productId } = await entitlementWithCode(server.baseUrl, { ...SEATS, requireProductCode: true });

@@ -285,7 +285,16 @@ test("checkActivation: level Email matches the invitation's email case-insensiti
   refused(t, emailCase("eve@example.com"), "email-mismatch");
   refused(t, emailCase(""), "email-mismatch");
   refused(t, emailCase("eve@example.com", "policy"), "email-mismatch");
-  refused(t, { code: { requiredAuthenticationLevel: 2, email: "" }, ask: { email: "" } }, "email-mismatch");
+  refused(t, { code: { requiredAuthenticationLevel: 2, email: "" }, ask: { email: "" } }, "code-without-email");
+  refused(
+    t,
+    {
+      entitlement: { policy: policy({ requiredAuthenticationLevel: 2 }) },
+      code: { email: " " },
+      ask: { email: "ada@x.io" },
+    },
+    "code-without-email",
+  );
   allowed(t, { code: { email: "ada@example.com" }, ask: { email: "eve@example.com" } }, "level 1 ignores email");
 });
 
