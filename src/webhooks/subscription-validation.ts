@@ -12,6 +12,8 @@ import type { WebhookDependencies } from "./webhook-dependencies.js";
 import { webhookSecretProblem } from "./webhook-secrets.js";
 
 export const MAX_DESCRIPTION = 1024;
+/** The stored URL's column holds this many characters. */
+export const MAX_URL = 2048;
 
 /** The event type patterns as stored, or violations added. */
 export function eventTypesOf(violations: Violations, patterns: string[]): string[] {
@@ -53,8 +55,11 @@ export function secretOf(violations: Violations, secret: string | undefined): vo
  */
 export async function checkedUrl(deps: WebhookDependencies, url: string): Promise<string> {
   if (!url.trim()) throw invalidField("url", "is required");
+  const tooLong = `must be at most ${MAX_URL} characters, as normalized`;
+  if (url.length > MAX_URL) throw invalidField("url", tooLong);
   const target = checkWebhookUrl(url, deps.trustedTargets);
   if (isRefusal(target)) throw invalidField("url", target.refusal);
+  if (target.url.href.length > MAX_URL) throw invalidField("url", tooLong);
   const resolved = await resolveTarget(target, deps.trustedTargets, deps.lookup);
   if (isRefusal(resolved)) throw invalidField("url", resolved.refusal);
   return target.url.href;

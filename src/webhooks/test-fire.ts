@@ -1,4 +1,4 @@
-import { create } from "@bufbuild/protobuf";
+import { create, type DescMessage } from "@bufbuild/protobuf";
 import type { HandlerContext } from "@connectrpc/connect";
 import {
   SubscriptionState,
@@ -32,7 +32,7 @@ export async function testFireSubscription(
         slug: "subscription-state",
       });
     }
-    const sampleId = deps.newId();
+    const sample = sampleOf(entry.entityKind, dataSchema, deps.newId(), deps.newId());
     return deliverDirectly(
       deps,
       manager,
@@ -40,16 +40,30 @@ export async function testFireSubscription(
         providerId: row.providerId,
         type: entry.type,
         entityKind: entry.entityKind,
-        entityId: sampleId,
-        subject: `${entry.entityKind}s/${sampleId}`,
+        ...sample,
         eventVersion: entry.eventVersion,
         time: now,
         dataSchema,
-        data: create(dataSchema),
         isTest: true,
       },
       row,
     );
   });
   return create(TestFireSubscriptionResponseSchema, { deliveryId: result.id, eventId: result.eventId });
+}
+
+/**
+ * A sample's entity, subject and data, naming one made-up entitlement (and asset, for an asset's event) the way a
+ * real event of the kind names its own.
+ */
+function sampleOf(entityKind: string, dataSchema: DescMessage, entitlementId: string, assetId: string) {
+  const named = (field: string) => dataSchema.fields.some((candidate) => candidate.localName === field);
+  const data = create(dataSchema, {
+    ...(named("entitlementId") ? { entitlementId } : {}),
+    ...(named("assetId") ? { assetId } : {}),
+  } as never);
+  if (entityKind === "monitored-asset") {
+    return { entityId: assetId, subject: `entitlements/${entitlementId}/assets/${assetId}`, data };
+  }
+  return { entityId: entitlementId, subject: `entitlements/${entitlementId}`, data };
 }

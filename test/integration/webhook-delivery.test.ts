@@ -253,6 +253,18 @@ each("test-fire sends a sample with data._test through the pipeline", async (t, 
     t.is(sample.envelope.type, "Entitlement.Renewed");
     t.is(Object.keys(sample.envelope.data)[0], "_test");
     t.is(sample.envelope.data._test, true);
+    const entitlementId = String(sample.envelope.data.entitlementId);
+    t.regex(entitlementId, /^[0-9a-f-]{36}$/, "the sample names its entitlement as a real event does");
+    t.is(sample.envelope.subject, `entitlements/${entitlementId}`);
+    t.is(sample.envelope.entityid, entitlementId);
+    const usage = await rest(server.baseUrl, "POST", `${SUBSCRIPTIONS}/${id}/test-fire`, {
+      eventType: "MeteredUsage.OverageStatusChanged",
+    });
+    const usageSample = await receiver.waitFor((received) => received.envelope.id === usage.body.eventId);
+    const { data } = usageSample.envelope;
+    t.regex(String(data.assetId), /^[0-9a-f-]{36}$/);
+    t.is(usageSample.envelope.subject, `entitlements/${data.entitlementId}/assets/${data.assetId}`);
+    t.is(usageSample.envelope.entityid, data.assetId);
   } finally {
     await receiver.close();
   }
@@ -285,6 +297,32 @@ each("endpoints that are not allowed are refused before any connection", async (
     t.is(bystander.received.length, 0, "nothing reached 127.0.0.2");
   } finally {
     await bystander.close();
+  }
+});
+
+each("a URL longer than its column is refused, as normalized, on create and on update", async (t, mode) => {
+  const server = t.context.servers[mode];
+  const receiver = await WebhookReceiver.start();
+  try {
+    const base = receiver.url();
+    const longest = `${base}${"x".repeat(2048 - base.length)}`;
+    const made = await rest(server.baseUrl, "POST", SUBSCRIPTIONS, { url: longest, eventTypes: ["*"] });
+    t.is(made.status, 200, JSON.stringify(made.body));
+    for (const url of [`${longest}x`, `${base}${"é".repeat(400)}`]) {
+      for (const [method, path] of [
+        ["POST", SUBSCRIPTIONS],
+        ["PATCH", `${SUBSCRIPTIONS}/${made.body.subscription.id}`],
+      ]) {
+        const refused = await rest(server.baseUrl, method, path, { url, eventTypes: ["*"] });
+        t.is(refused.status, 400, `${method} ${url.length}: ${JSON.stringify(refused.body)}`);
+        t.deepEqual(
+          refused.body.errors?.map((error: { field: string }) => error.field),
+          ["url"],
+        );
+      }
+    }
+  } finally {
+    await receiver.close();
   }
 });
 
