@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import type { DataSource, EntityManager } from "typeorm";
 import { SqlTable } from "../catalog/sql-table.js";
 import { changedRows, dialectOf, forUpdateSkipLocked } from "../platform/database.js";
@@ -96,6 +97,7 @@ export class DeliveryStore {
         sql: `UPDATE webhook_deliveries SET next_attempt_at = ?, claim_id = ?, attempt_count = attempt_count + 1, last_attempt_at = ? WHERE id IN (${marks(ids)})`,
         parameters: [this.date(claim.claimUntil), claim.claimId, this.date(claim.now), ...ids],
       },
+      ...this.addAttemptsStatements(due.filter((row) => row.claimId !== null).map(lostAttemptRow)),
     ]);
     return due.map((row) => ({
       ...row,
@@ -279,4 +281,23 @@ function chunks<T>(rows: T[], size: number): T[][] {
 
 function marks(values: unknown[]): string {
   return values.map(() => "?").join(", ");
+}
+
+/**
+ * The audit row of an attempt whose claim expired with no outcome recorded: the instance that made it stopped (or
+ * could not write the outcome) while it was in flight. Settling always clears the claim, so a due delivery still
+ * naming one was left that way.
+ */
+function lostAttemptRow(delivery: WebhookDeliveryRow): WebhookAttemptRow {
+  return {
+    id: randomUUID(),
+    deliveryId: delivery.id,
+    attempt: delivery.attemptCount,
+    startedAt: delivery.lastAttemptAt ?? delivery.createdAt,
+    durationMs: 0,
+    statusCode: 0,
+    error: "no outcome recorded before its claim expired: the instance sending it stopped, or could not record it",
+    responseBody: null,
+    responseTruncated: false,
+  };
 }

@@ -355,6 +355,17 @@ test.serial(
         "the attempt the process died in still counts",
       );
 
+      const heldDelivery = (await deliveriesOf(successor.baseUrl, id)).find((delivery) => delivery.eventId === heldId);
+      const audit = await rest(successor.baseUrl, "GET", `/api/v1/webhooks/admin/deliveries/${heldDelivery?.id}`);
+      const attempts = audit.body.attempts as { attempt: number; error: string; statusCode: number }[];
+      t.deepEqual(
+        attempts.map((attempt) => attempt.attempt),
+        Array.from({ length: heldDelivery?.attemptCount ?? 0 }, (_, index) => index + 1),
+        "every attempt counted is in the audit, the dead process's too",
+      );
+      t.regex(attempts[attempts.length - 2].error, /^no outcome recorded before its claim expired/);
+      t.is(attempts[attempts.length - 1].error, "", "and then the attempt that succeeded");
+
       const otherId = await eventIdFor(successor.baseUrl, id, justCommitted);
       await pollUntil(
         "the event committed just before the kill delivered",
