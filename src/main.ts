@@ -1,10 +1,11 @@
-import { ConfigError, checkTlsFiles, loadConfig } from "./platform/config.js";
+import { ConfigError, loadConfig } from "./platform/config.js";
+import { checkStartup } from "./platform/startup-checks.js";
 
 async function main(): Promise<void> {
   let config: ReturnType<typeof loadConfig>;
   try {
     config = loadConfig();
-    checkTlsFiles(config.tls);
+    await checkStartup(config);
   } catch (error) {
     if (error instanceof ConfigError) {
       process.stderr.write(`${error.message}\n`);

@@ -1,4 +1,3 @@
-import fs from "node:fs";
 import net from "node:net";
 import path from "node:path";
 import proxyaddr from "proxy-addr";
@@ -74,17 +73,15 @@ export interface Config {
 }
 
 /** Fails with a ConfigError naming the variable when a configured TLS file cannot be read. */
-export function checkTlsFiles(tls: TlsConfig | undefined): void {
-  if (!tls) return;
-  for (const [variable, file] of [
-    ["TLS_CERT_FILE", tls.certFile],
-    ["TLS_KEY_FILE", tls.keyFile],
-  ]) {
-    try {
-      fs.accessSync(file, fs.constants.R_OK);
-    } catch {
-      throw new ConfigError(variable, `names a file that cannot be read: ${file}`);
-    }
+/** The URL the service's tokens and discovery name: http(s), a host, a path at most (paths are appended to it). */
+function checkPublicBaseUrl(issuer: string): void {
+  const refuse = () =>
+    new ConfigError("PUBLIC_BASE_URL", "must be an http(s) URL with no spaces, query or fragment: https://host[/path]");
+  if (!/^https?:\/\/[^/]+(\/.*)?$/.test(issuer) || /[\s?#]/.test(issuer)) throw refuse();
+  try {
+    if (new URL(issuer).username || new URL(issuer).password) throw refuse();
+  } catch {
+    throw refuse();
   }
 }
 
@@ -153,10 +150,11 @@ const CLIENT_ID = /^[A-Za-z0-9._~-]{1,64}$/;
 function authConfig(env: NodeJS.ProcessEnv): AuthConfig {
   const port = optional(env, "PORT") ?? "8080";
   const issuer = optional(env, "PUBLIC_BASE_URL") ?? `http://localhost:${port}`;
-  if (!/^https?:\/\/[^/]+(\/.*)?$/.test(issuer)) throw new ConfigError("PUBLIC_BASE_URL", "must be an http(s) URL");
+  checkPublicBaseUrl(issuer);
   const encodedKey = optional(env, "PROVISION_KEY_ENCRYPTION_KEY");
   const keyEncryptionKey = encodedKey ? Buffer.from(encodedKey, "base64") : undefined;
-  if (keyEncryptionKey && keyEncryptionKey.length !== 32) {
+  // Node's base64 decoder skips what is not base64: only a value that is the key's own encoding is taken.
+  if (keyEncryptionKey && (keyEncryptionKey.length !== 32 || keyEncryptionKey.toString("base64") !== encodedKey)) {
     throw new ConfigError("PROVISION_KEY_ENCRYPTION_KEY", "must be 32 bytes in base64 (openssl rand -base64 32)");
   }
   const clientId = optional(env, "PROVISION_BOOTSTRAP_CLIENT_ID");
@@ -214,6 +212,8 @@ function isAddressOrNetwork(entry: string): boolean {
 
 function databaseConfig(env: NodeJS.ProcessEnv): DatabaseConfig {
   const url = optional(env, "DATABASE_URL");
+  // Checked whichever database is configured: a bad value is reported before it comes to matter.
+  const mysqlSettings = mysqlSettingsOf(env);
   if (!url) {
     const dataDir = optional(env, "PROVISION_DATA_DIR") ?? "./data";
     return { kind: "sqlite", file: path.resolve(dataDir, "provision.sqlite") };
@@ -233,16 +233,34 @@ function databaseConfig(env: NodeJS.ProcessEnv): DatabaseConfig {
     throw new ConfigError("DATABASE_URL", `has unsupported scheme ${parsed.protocol} (use mysql:// or sqlite:)`);
   }
   if (parsed.pathname.length <= 1) throw new ConfigError("DATABASE_URL", "must name a database: mysql://host/db");
+  try {
+    for (const part of [parsed.username, parsed.password, parsed.pathname]) decodeURIComponent(part);
+  } catch {
+    throw new ConfigError("DATABASE_URL", "has a malformed percent-escape (write % as %25)");
+  }
+  return { kind: "mysql", url, ...mysqlSettings };
+}
+
+function mysqlSettingsOf(env: NodeJS.ProcessEnv): { poolSize: number; statementStallSeconds?: number } {
   const { fallback, min, max } = DATABASE_POOL;
   const poolSize = integer(env, "DATABASE_POOL_SIZE", fallback, min, max);
-  if (optional(env, "DATABASE_STALL_SECONDS") === undefined) return { kind: "mysql", url, poolSize };
-  return { kind: "mysql", url, poolSize, statementStallSeconds: integer(env, "DATABASE_STALL_SECONDS", 0, 1, 86_400) };
+  if (optional(env, "DATABASE_STALL_SECONDS") === undefined) return { poolSize };
+  return { poolSize, statementStallSeconds: integer(env, "DATABASE_STALL_SECONDS", 0, 1, 86_400) };
 }
 
 function coordinatorConfig(env: NodeJS.ProcessEnv): CoordinatorConfig {
   const url = optional(env, "REDIS_URL");
   if (!url) return { kind: "memory" };
   if (!/^rediss?:\/\/[^/]/.test(url)) throw new ConfigError("REDIS_URL", "must be a redis:// or rediss:// URL");
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new ConfigError("REDIS_URL", "is not a URL (expected redis://[user:pass@]host:6379[/db])");
+  }
+  if (!/^(\/\d*)?$/.test(parsed.pathname)) {
+    throw new ConfigError("REDIS_URL", "may name a database by its number only: redis://host:6379/2");
+  }
   return { kind: "redis", url };
 }
 

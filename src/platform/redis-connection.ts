@@ -10,6 +10,8 @@ const newClient = RedisClientModule.default.factory({});
 
 /** At start-up, give up after this many failed attempts (about 3 s) rather than wait forever. */
 const INITIAL_CONNECT_RETRIES = 5;
+/** At start-up, a connection that has not answered a PING within this is given up too. */
+const STARTUP_ANSWER_MS = 10_000;
 
 /**
  * A connected node-redis client that retries in the background after a lost connection (each distinct error
@@ -37,8 +39,13 @@ export async function connectRedis(url: string, logger: Logger, role: string): P
     lastError = "";
   });
   try {
-    await client.connect();
+    // A server that takes the connection and answers nothing (a partition, a wedged process) fails the start too.
+    await withinDeadline(
+      client.connect().then(() => client.ping()),
+      STARTUP_ANSWER_MS,
+    );
   } catch (error) {
+    if (client.isOpen) client.destroy();
     throw new Error(`REDIS_URL is unreachable: ${(error as Error).message}`);
   }
   return client;

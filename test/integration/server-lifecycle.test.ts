@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { once } from "node:events";
 import fs from "node:fs";
 import http from "node:http";
+import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import anyTest, { type TestFn } from "ava";
@@ -11,6 +12,7 @@ import { type ProvisionProcess, spawnProvision } from "../support/provision-proc
 import { PRODUCTS, rest } from "../support/rest.js";
 import { startTcpProxy } from "../support/tcp-proxy.js";
 import { startTestServer, TEST_REDIS_URL, type TestServer } from "../support/test-server.js";
+import { createSelfSignedCert } from "../support/tls-cert.js";
 
 const test = anyTest as TestFn<{ server: TestServer; tmp: string; processes: ProvisionProcess[] }>;
 
@@ -320,6 +322,34 @@ test("a TLS certificate file that cannot be read stops the process with one line
   t.not(exit?.code, 0);
   t.is(lines.length, 1, lines.join("\n"));
   t.regex(lines[0], /\bTLS_CERT_FILE\b/);
+});
+
+test("a port in use, an address not of this machine or TLS files that do not go together stop the process before it writes anything", async (t) => {
+  const taken = net.createServer();
+  await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", () => resolve()));
+  t.teardown(() => taken.close());
+  const cert = await createSelfSignedCert();
+  const other = await createSelfSignedCert();
+  t.teardown(() => {
+    cert.remove();
+    other.remove();
+  });
+  const cases: [Record<string, string>, string][] = [
+    [{ PORT: String((taken.address() as net.AddressInfo).port) }, "PORT"],
+    // TEST-NET-1: binding to it fails on this machine without a packet sent.
+    [{ HOST: "192.0.2.1" }, "HOST"],
+    [{ TLS_CERT_FILE: cert.keyFile, TLS_KEY_FILE: cert.keyFile }, "TLS_CERT_FILE"],
+    [{ TLS_CERT_FILE: cert.certFile, TLS_KEY_FILE: cert.certFile }, "TLS_KEY_FILE"],
+    [{ TLS_CERT_FILE: cert.certFile, TLS_KEY_FILE: other.keyFile }, "TLS_KEY_FILE"],
+  ];
+  for (const [env, variable] of cases) {
+    const database = path.join(fs.mkdtempSync(path.join(t.context.tmp, "unwritten-")), "p.sqlite");
+    const { exit, lines } = await startupFailure(t, { ...env, DATABASE_URL: `sqlite:${database}` });
+    t.is(exit?.code, 2, `${variable}: ${lines.join("\n")}`);
+    t.is(lines.length, 1, lines.join("\n"));
+    t.regex(lines[0], new RegExp(`\\b${variable}\\b`));
+    t.false(fs.existsSync(database), `${variable}: no database made, so no first client whose secret went unused`);
+  }
 });
 
 test("an unreachable MySQL stops the process with one line naming DATABASE_URL", async (t) => {

@@ -64,3 +64,18 @@ test("a database that resets the first connections at start-up is tried again, a
   t.teardown(() => app.close());
   t.is(app.bootstrap.kind, "first-client");
 });
+
+test("a start-up whose Redis accepts the connection and never answers fails naming REDIS_URL", async (t) => {
+  t.timeout(30_000);
+  const database = await createTestDatabase();
+  t.teardown(() => database.drop());
+  const redis = new URL(TEST_REDIS_URL);
+  const silent = await startTcpProxy({ host: redis.hostname, port: Number(redis.port || 6379) });
+  t.teardown(() => silent.close());
+  silent.stall();
+  const config = loadConfig({ DATABASE_URL: database.url, REDIS_URL: `redis://127.0.0.1:${silent.port}` });
+
+  await t.throwsAsync(createApp(config, createLogger("silent")), { message: /^REDIS_URL is unreachable/ });
+  await pollUntil("the silent Redis connections to close", noOpenConnection(silent));
+  t.is(silent.openConnections(), 0, "nothing left trying in the background");
+});
