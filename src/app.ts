@@ -276,6 +276,12 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
     await close();
     throw error;
   }
+  if (bootstrap.kind === "configured-client" && bootstrap.disabled) {
+    logger.warn(
+      { clientId: bootstrap.clientId },
+      "the bootstrap client is disabled and stays so; enable it with `npm run cli -- clients enable <id>`",
+    );
+  }
   webhooks.start();
   scheduler.start();
   const { outbox } = webhooks;

@@ -7,7 +7,8 @@ import { generateClientSecret, hashSecret, newTokenGeneration, verifySecret } fr
 export const ALL_SCOPES = "*";
 
 export type BootstrapOutcome =
-  | { kind: "configured-client"; clientId: string; created: boolean }
+  /** `disabled`: an operator disabled the client, and it stays so until enabled (see the CLI). */
+  | { kind: "configured-client"; clientId: string; created: boolean; disabled?: true }
   | { kind: "first-client"; clientId: string; clientSecret: string }
   | { kind: "nothing" };
 
@@ -77,10 +78,11 @@ export async function bootstrapIdentity(
             ? {}
             : { secretHash: await hashed(configured.clientSecret), tokenGeneration: newTokenGeneration() }),
           ...(existing.scopes === ALL_SCOPES ? {} : { scopes: ALL_SCOPES }),
-          ...(existing.disabled ? { disabled: false } : {}),
         };
         if (Object.keys(changes).length > 0) await identity.updateClient(existing.clientId, changes);
-        return { kind: "configured-client", clientId: configured.clientId, created: false };
+        const outcome = { kind: "configured-client", clientId: configured.clientId, created: false } as const;
+        // Disabling is an operator's decision (a leaked secret, say): a restart with the same variables keeps it.
+        return existing.disabled ? { ...outcome, disabled: true } : outcome;
       }
       await identity.insertClient({
         clientId: configured.clientId,

@@ -49,6 +49,29 @@ test("with bootstrap variables, start-up ensures that client with all scopes, id
   await again.close();
 });
 
+test("a bootstrap client an operator disabled stays disabled at the next start", async (t) => {
+  const database = await createTestDatabase();
+  t.teardown(() => database.drop());
+  const env = {
+    PROVISION_BOOTSTRAP_CLIENT_ID: `boot-${randomBytes(4).toString("hex")}`,
+    PROVISION_BOOTSTRAP_CLIENT_SECRET: randomBytes(32).toString("base64url"),
+  };
+  const first = await appOn(database.url, env);
+  await new IdentityRepository(first.dataSource).updateClient(env.PROVISION_BOOTSTRAP_CLIENT_ID, { disabled: true });
+  await first.close();
+
+  const again = await startTestServer({ databaseUrl: database.url, env });
+  t.teardown(() => again.close());
+  t.true(again.app.bootstrap.kind === "configured-client" && again.app.bootstrap.disabled);
+  const refused = await requestToken(
+    again.baseUrl,
+    env.PROVISION_BOOTSTRAP_CLIENT_ID,
+    env.PROVISION_BOOTSTRAP_CLIENT_SECRET,
+  );
+  t.is(refused.status, 401, "no token for a disabled client");
+  t.true(again.logs.some((line) => line.includes("the bootstrap client is disabled")));
+});
+
 for (const storage of ["mysql", "embedded"] as const) {
   test(`${storage}: a new configured secret at the next start replaces the old one, and the tokens issued under it`, async (t) => {
     const where = await storageFor(storage, t);
