@@ -1,4 +1,4 @@
-import { writeJson } from "../server/http-responses.js";
+import { READ_METHODS, refusedMethod, writeJson } from "../server/http-responses.js";
 import type { NodeRequest, NodeResponse } from "../server/rest/rest-handler.js";
 import { JWKS_MAX_AGE_SECONDS, type KeyStore, TOKEN_ALGORITHM } from "./key-store.js";
 import { SCOPE_AREAS, SCOPE_VERBS } from "./scopes.js";
@@ -24,11 +24,13 @@ export function discoveryDocument(issuer: string) {
 export function createDiscoveryEndpoints(issuer: string, keys: KeyStore) {
   const document = discoveryDocument(issuer);
   return {
-    [DISCOVERY_PATH]: async (_request: NodeRequest, response: NodeResponse) => {
+    [DISCOVERY_PATH]: async (request: NodeRequest, response: NodeResponse) => {
+      if (refusedMethod(request, response, DISCOVERY_PATH, READ_METHODS)) return;
       response.setHeader("Cache-Control", "public, max-age=3600");
       writeJson(response, 200, document);
     },
-    [JWKS_PATH]: async (_request: NodeRequest, response: NodeResponse) => {
+    [JWKS_PATH]: async (request: NodeRequest, response: NodeResponse) => {
+      if (refusedMethod(request, response, JWKS_PATH, READ_METHODS)) return;
       // Kept shorter than a new key's publication ahead of signing (see PUBLISH_BEFORE_SIGNING_MS).
       response.setHeader("Cache-Control", `public, max-age=${JWKS_MAX_AGE_SECONDS}`);
       writeJson(response, 200, (await keys.jwks()) as never);

@@ -34,6 +34,26 @@ export function writeJsonText(response: NodeResponse, status: number, text: stri
   response.end(body);
 }
 
+export const READ_METHODS = ["GET", "HEAD"] as const;
+
+/** Answers 405 with `Allow` when the request's method is not one of `allowed`; whether it did. */
+export function refusedMethod(
+  request: { method?: string },
+  response: NodeResponse,
+  path: string,
+  allowed: readonly string[],
+): boolean {
+  if (allowed.includes(request.method ?? "")) return false;
+  response.setHeader("Allow", allowed.join(", "));
+  writeProblem(response, {
+    status: 405,
+    slug: "method-not-allowed",
+    detail: `${request.method} is not allowed here; allowed: ${allowed.join(", ")}`,
+    instance: path,
+  });
+  return true;
+}
+
 /** Writes an RFC 9457 problem record. */
 export function writeProblem(response: NodeResponse, problem: Problem): void {
   const body: Record<string, JsonValue> = {

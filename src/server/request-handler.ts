@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { Code } from "@connectrpc/connect";
 import { type Logger, requestLogOf } from "../platform/logger.js";
 import { connectErrorOf } from "./error-interceptor.js";
-import { writeConnectError, writeJson, writeProblem } from "./http-responses.js";
+import { READ_METHODS, refusedMethod, writeConnectError, writeJson, writeProblem } from "./http-responses.js";
 import type { RequestHandler } from "./http-server.js";
 import { type RequestTarget, readTarget } from "./request-target.js";
 import { answerError, type NodeRequest, type NodeResponse } from "./rest/rest-handler.js";
@@ -137,16 +137,7 @@ function dispatch(
 }
 
 function answerProbe(parts: RequestHandlerParts, request: NodeRequest, response: NodeResponse, path: string): void {
-  if (request.method !== "GET" && request.method !== "HEAD") {
-    response.setHeader("Allow", "GET, HEAD");
-    writeProblem(response, {
-      status: 405,
-      slug: "method-not-allowed",
-      detail: `${request.method} is not allowed here; allowed: GET, HEAD`,
-      instance: path,
-    });
-    return;
-  }
+  if (refusedMethod(request, response, path, READ_METHODS)) return;
   if (path === "/healthz") {
     writeJson(response, 200, { status: "ok" });
     return;

@@ -530,6 +530,18 @@ test("POST /readyz answers 405 with Allow: GET, HEAD", async (t) => {
   assertProblemBody(t, response.headers.get("content-type"), await response.text(), 405, "method-not-allowed");
 });
 
+test("the discovery documents answer other methods 405 with Allow: GET, HEAD", async (t) => {
+  for (const path of ["/.well-known/jwks.json", "/.well-known/openid-configuration"]) {
+    for (const method of ["POST", "DELETE", "PUT"]) {
+      const response = await fetch(`${t.context.server.baseUrl}${path}`, { method });
+      t.is(response.status, 405, `${method} ${path}`);
+      t.is(response.headers.get("allow"), "GET, HEAD");
+      assertProblemBody(t, response.headers.get("content-type"), await response.text(), 405, "method-not-allowed");
+    }
+    t.is((await fetch(`${t.context.server.baseUrl}${path}`, { method: "HEAD" })).status, 200);
+  }
+});
+
 test("HEAD on a REST collection answers 200 with no body", async (t) => {
   const { server } = t.context;
   const text = await rawExchange(
