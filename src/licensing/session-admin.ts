@@ -1,5 +1,6 @@
 import { create } from "@bufbuild/protobuf";
 import type { HandlerContext } from "@connectrpc/connect";
+import type { EntityManager } from "typeorm";
 import {
   type EndSessionRequest,
   type EndSessionResponse,
@@ -18,6 +19,7 @@ import { providerOf } from "../server/tenant.js";
 import { SESSION_STATE } from "./entities.js";
 import type { LicensingDependencies } from "./licensing-dependencies.js";
 import { toLicenseSession } from "./session-mapper.js";
+import type { SessionStore } from "./session-store.js";
 
 /** An entitlement's sessions, newest first: the seat view. */
 export async function listSessions(
@@ -67,7 +69,10 @@ export async function endSession(
       if (entitlement?.providerId !== providerId) throw notFound("entitlement", entitlementId);
       const found = await store.findSession(manager, sessionId, true);
       if (found?.entitlementId !== entitlementId) throw notFound("session", sessionId);
-      if (found.state !== SESSION_STATE.live) return { session: found, ended: false };
+      if (found.state !== SESSION_STATE.live) {
+        if (!found.isFloating) await freeIdleDevice(manager, store, entitlementId, found.fingerprintHash);
+        return { session: found, ended: false };
+      }
       await store.endSession(manager, found, SESSION_STATE.ended, now);
       if (!found.isFloating) await store.removeDevice(manager, entitlementId, found.fingerprintHash);
       return { session: { ...found, state: SESSION_STATE.ended, endedAt: now }, ended: true };
@@ -78,4 +83,19 @@ export async function endSession(
     .catch((error: unknown) => forgettingOnDoubt(deps.dataSource, error, () => deps.sessionsChanged(sessionId)));
   if (ended) await deps.sessionsChanged(sessionId);
   return create(EndSessionResponseSchema, { session: toLicenseSession(session, now) });
+}
+
+/**
+ * A node-locked device whose session was released without a transfer still holds its seat, for good but for the
+ * vendor: ending that session frees it, unless the device has activated again (its live session holds the seat).
+ */
+async function freeIdleDevice(
+  manager: EntityManager,
+  store: SessionStore,
+  entitlementId: string,
+  fingerprintHash: string,
+): Promise<void> {
+  const { sql, parameters } = store.liveSessionsOfDeviceStatement(entitlementId, fingerprintHash);
+  const live = (await manager.query(sql, parameters)) as unknown[];
+  if (live.length === 0) await store.removeDevice(manager, entitlementId, fingerprintHash);
 }

@@ -166,6 +166,38 @@ each("the same device activating again keeps its one seat, node-locked seats hol
   t.is((await activate(server.baseUrl, { activationCode: code, fingerprint: "other" })).status, 200, "transferred");
 });
 
+each("the vendor ending a released node-locked session frees the seat its device kept", async (t, mode) => {
+  const { server } = t.context.servers[mode];
+  const policy = { claimBasedActivation: { numberOfSeats: 1, isFloatingLicense: false } };
+  const { entitlementId, code } = await entitlementWithCode(server.baseUrl, policy);
+  const token = (await activate(server.baseUrl, { activationCode: code, fingerprint: "old-pc" })).body.licenseToken;
+  t.is((await sessionCall(server.baseUrl, token, "release")).status, 200);
+  t.is(
+    (await activate(server.baseUrl, { activationCode: code, fingerprint: "new-pc" })).status,
+    409,
+    "not transferable",
+  );
+  const ended = await rest(server.baseUrl, "DELETE", `${ENTITLEMENTS}/${entitlementId}/sessions/${sessionIdOf(token)}`);
+  t.is(ended.status, 200, JSON.stringify(ended.body));
+  const moved = await activate(server.baseUrl, { activationCode: code, fingerprint: "new-pc" });
+  t.is(moved.status, 200, "the seat came back");
+
+  const again = await activate(server.baseUrl, { activationCode: code, fingerprint: "new-pc" });
+  t.is((await sessionCall(server.baseUrl, moved.body.licenseToken, "check-in")).status, 401, "replaced");
+  const replaced = await rest(
+    server.baseUrl,
+    "DELETE",
+    `${ENTITLEMENTS}/${entitlementId}/sessions/${sessionIdOf(moved.body.licenseToken)}`,
+  );
+  t.is(replaced.status, 200);
+  t.is(
+    (await activate(server.baseUrl, { activationCode: code, fingerprint: "third-pc" })).status,
+    409,
+    "ending a replaced session leaves the seat to the device's live session",
+  );
+  t.is((await sessionCall(server.baseUrl, again.body.licenseToken, "check-in")).status, 200);
+});
+
 each("revocation and activation-disabled show at the next check-in, renew and activation", async (t, mode) => {
   const { server } = t.context.servers[mode];
   const { entitlementId, code } = await entitlementWithCode(server.baseUrl, FLOATING);
