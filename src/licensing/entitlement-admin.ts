@@ -40,7 +40,7 @@ import {
 import { clientPrincipalKey } from "../auth/auth-interceptor.js";
 import { anyCovers } from "../auth/scopes.js";
 import { storedDate } from "../catalog/product-mapper.js";
-import { inTransaction, isUniqueViolation } from "../platform/database.js";
+import { dialectOf, inTransaction, isUniqueViolation } from "../platform/database.js";
 import { conflict, DomainError, invalidField, notFound } from "../platform/errors.js";
 import { pageInfo, resolvePage } from "../platform/paging.js";
 import { requireUuid, Violations } from "../platform/validation.js";
@@ -64,6 +64,7 @@ import {
   checkUpdate,
 } from "./entitlement-validation.js";
 import type { LicensingDependencies } from "./licensing-dependencies.js";
+import { recountSeatsForKind, seatKindOf } from "./seat-kind-changes.js";
 
 export async function createEntitlement(
   deps: LicensingDependencies,
@@ -353,6 +354,8 @@ async function changeEntitlement(
       const now = deps.clock.now();
       const before = { ...row };
       await change(row, manager, now);
+      const kinds = { before: seatKindOf(before), after: seatKindOf(row) };
+      await recountSeatsForKind(manager, deps.store, dialectOf(deps.dataSource), { entitlementId: id, ...kinds, now });
       row.updatedAt = now;
       await repository.update(manager, row);
       const view = await viewOf(repository, manager, row);

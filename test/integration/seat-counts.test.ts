@@ -182,6 +182,39 @@ for (const mode of MODES) {
     },
   );
 
+  test.serial(`a switch of what holds the seats counts the live sessions under the new kind (${mode})`, async (t) => {
+    const { server } = t.context[mode];
+    const { dataSource } = server.app;
+    const seatsPath = (id: string) =>
+      `/api/v1/provision/operational/entitlement/entitlements/${id}/policies/claim-based/seats`;
+    const setSeats = async (id: string, numberOfSeats: number, isFloatingLicense: boolean) => {
+      const answer = await rest(server.baseUrl, "PUT", seatsPath(id), { numberOfSeats, isFloatingLicense });
+      t.is(answer.status, 200, JSON.stringify(answer.body));
+    };
+    const kinds: [Record<string, unknown>, boolean, (id: string) => Promise<void>][] = [
+      [POLICY, false, (id) => expectDevices(t, dataSource, id, 2)],
+      [NODE_LOCKED, true, (id) => expectSeats(t, dataSource, id, 2)],
+      [{}, true, (id) => expectSeats(t, dataSource, id, 2)],
+      [{}, false, (id) => expectDevices(t, dataSource, id, 2)],
+    ];
+    for (const [policy, floatingAfter, counted] of kinds) {
+      const { entitlementId, code } = await entitlementWithCode(server.baseUrl, policy);
+      const activation = (fingerprint: string) => activate(server.baseUrl, { activationCode: code, fingerprint });
+      activated(t, await activation("a"));
+      const b = activated(t, await activation("b"));
+      await setSeats(entitlementId, 2, floatingAfter);
+      await counted(entitlementId);
+      refusedForSeats(t, await activation("c"));
+      activated(t, await activation("a"));
+      if (floatingAfter) {
+        t.is((await sessionCall(server.baseUrl, b, "release")).status, 200);
+        activated(t, await activation("c"));
+        refusedForSeats(t, await activation("d"));
+        await expectSeats(t, dataSource, entitlementId, 2);
+      }
+    }
+  });
+
   test.serial(`a renewal with a shorter lease is found lapsed when its new grace ends (${mode})`, async (t) => {
     const { server, clock } = t.context[mode];
     const { entitlementId, code } = await entitlementWithCode(server.baseUrl, {
