@@ -139,6 +139,15 @@ async function readForm(request: NodeRequest): Promise<URLSearchParams> {
   if (mediaType(request.headers["content-type"]) !== FORM_TYPE) {
     throw new TokenError("invalid_request", `send the request as ${FORM_TYPE}`);
   }
+  const encoding = String(request.headers["content-encoding"] ?? "identity")
+    .trim()
+    .toLowerCase();
+  if (encoding !== "identity") {
+    throw new TokenError(
+      "invalid_request",
+      `send the body uncompressed; content-encoding ${encoding} is not supported`,
+    );
+  }
   let text: string;
   try {
     text = await getRawBody(request as NodeJS.ReadableStream, {

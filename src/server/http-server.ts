@@ -31,7 +31,7 @@ const HTTP2_PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
 const FIRST_BYTES_TIMEOUT_MS = 10_000;
 /** An HTTP/2 session with no stream activity this long is closed; clients reconnect when they need to. */
 const HTTP2_IDLE_TIMEOUT_MS = 120_000;
-const HTTP1_TIMEOUTS = { headersMs: 60_000, requestMs: 300_000, checkIntervalMs: 30_000 };
+const HTTP1_TIMEOUTS = { headersMs: 60_000, requestMs: 300_000, checkIntervalMs: 2_000 };
 
 /**
  * One port for everything: HTTP/1.1 and cleartext HTTP/2 (told apart by the HTTP/2 connection preface),

@@ -77,6 +77,22 @@ test("another content type answers 415", async (t) => {
   assertProblem(t, response, 415);
 });
 
+test("JSON in another charset answers 415, and bytes that are not UTF-8 400", async (t) => {
+  const latin1 = Buffer.concat([Buffer.from('{"productCode":"CAF'), Buffer.from([0xe9]), Buffer.from('"}')]);
+  for (const charset of ["iso-8859-1", "UTF-16"]) {
+    const response = await raw(t, "POST", PRODUCTS, {
+      headers: { "content-type": `application/json; charset=${charset}` },
+      body: latin1,
+    });
+    assertProblem(t, response, 415);
+  }
+  const undeclared = await raw(t, "POST", PRODUCTS, { headers: { "content-type": "application/json" }, body: latin1 });
+  assertProblem(t, undeclared, 400);
+  t.regex(undeclared.body.detail, /UTF-8/);
+  const listed = await rest(t.context.server.baseUrl, "GET", `${PRODUCTS}?filter=productCode:CAF*`);
+  t.is(listed.body.totalCount, 0, "nothing stored with a replacement character");
+});
+
 test("a body over the configured limit answers 413", async (t) => {
   const response = await rest(t.context.server.baseUrl, "POST", PRODUCTS, {
     productCode: "BIG",

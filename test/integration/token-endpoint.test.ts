@@ -209,6 +209,18 @@ test("a body that is not form-urlencoded is invalid_request with 400", async (t)
   );
 });
 
+test("a body declared compressed is invalid_request with 400, not read as it stands", async (t) => {
+  const { admin, baseUrl } = t.context.server;
+  const response = await fetch(baseUrl + TOKEN_ENDPOINT, {
+    method: "POST",
+    headers: { "content-type": "application/x-www-form-urlencoded", "content-encoding": "gzip" },
+    body: new URLSearchParams({ grant_type: "client_credentials", ...credentials(admin) }).toString(),
+  });
+  const body = (await response.json()) as { error_description: string };
+  assertOAuthError(t, { status: response.status, headers: response.headers, body }, 400, "invalid_request");
+  t.regex(body.error_description, /uncompressed/);
+});
+
 test("the password and authorization_code grants are unsupported_grant_type with 400", async (t) => {
   const { admin, baseUrl } = t.context.server;
   for (const grant_type of ["password", "authorization_code"]) {

@@ -125,12 +125,35 @@ function jsonOfBody(request: NodeRequest, bytes: Buffer): { json: JsonValue | un
       `send the body as application/json or application/json-patch+json, not ${mediaType || "no content type"}`,
     );
   }
+  const charset = charsetOf(request.headers["content-type"]);
+  if (charset !== undefined && !UTF8_CHARSETS.has(charset)) {
+    return problem(415, "unsupported-media-type", `send JSON as UTF-8 (RFC 8259), not ${charset}`);
+  }
+  let text: string;
   try {
-    // TextDecoder drops a leading byte-order mark, which some Windows clients send.
-    return { json: parseJsonExactIntegers(new TextDecoder().decode(bytes)) };
+    // The decoder drops a leading byte-order mark, which some Windows clients send.
+    text = UTF8.decode(bytes);
+  } catch {
+    return problem(400, "malformed-json", "the body is not valid UTF-8");
+  }
+  try {
+    return { json: parseJsonExactIntegers(text) };
   } catch (error) {
     const reason = error instanceof Error ? error.message : "malformed";
     return problem(400, "malformed-json", `the body is not valid JSON: ${reason}`);
+  }
+}
+
+const UTF8 = new TextDecoder("utf-8", { fatal: true });
+const UTF8_CHARSETS = new Set(["utf-8", "utf8", "us-ascii"]);
+
+/** The charset the content type names, lower-cased; undefined when it names none (or cannot be read). */
+function charsetOf(header: string | undefined): string | undefined {
+  if (!header) return undefined;
+  try {
+    return parseContentType(header).parameters.charset?.toLowerCase();
+  } catch {
+    return undefined;
   }
 }
 
