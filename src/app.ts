@@ -25,6 +25,7 @@ import { connectAll } from "./platform/connect-all.js";
 import type { Coordinator } from "./platform/coordinator.js";
 import { connectDatabase, createDataSource, migrate, pingDatabase, statementStallMs } from "./platform/database.js";
 import { type InvalidationBus, MemoryInvalidationBus } from "./platform/invalidation-bus.js";
+import { LoggedInvalidationBus } from "./platform/invalidation-log.js";
 import type { Logger } from "./platform/logger.js";
 import { MemoryCoordinator } from "./platform/memory-coordinator.js";
 import { migrations } from "./platform/migrations/index.js";
@@ -106,11 +107,17 @@ export async function connectCoordinator(config: Config, logger: Logger): Promis
 export async function createApp(config: Config, logger: Logger, options: AppOptions = {}): Promise<App> {
   const clock = options.clock ?? systemClock;
   const dataSource = openDatabase(config);
-  const [, coordinator, bus] = await connectAll<[DataSource, Coordinator, InvalidationBus]>([
+  const [, coordinator, redisOrMemoryBus] = await connectAll<[DataSource, Coordinator, InvalidationBus]>([
     { connect: () => connectDatabase(dataSource), close: (connected) => connected.destroy() },
     { connect: () => connectCoordinator(config, logger), close: (connected) => connected.close() },
     { connect: () => connectInvalidationBus(config, logger), close: (connected) => connected.close() },
   ]);
+  // Several instances share MySQL and Redis: what one cannot publish on Redis goes through MySQL.
+  const loggedBus =
+    config.database.kind === "mysql" && config.coordinator.kind === "redis"
+      ? new LoggedInvalidationBus(redisOrMemoryBus, dataSource, logger)
+      : undefined;
+  const bus = loggedBus ?? redisOrMemoryBus;
   let clients: ClientStates | undefined;
   const identity = new IdentityRepository(dataSource, async (clientId) => {
     await clients?.changed(clientId).catch((error: Error) => {
@@ -128,6 +135,7 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
     products = await ProductCache.create(bus, clock, logger);
     const applied = await migrate(dataSource);
     if (applied.length > 0) logger.info({ migrations: applied }, "applied database migrations");
+    await loggedBus?.start();
     await keys.initialize();
     // After the migrations: a migration (an ALTER of a large table) may run long with nothing to send.
     if (config.database.kind === "mysql") {

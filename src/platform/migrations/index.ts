@@ -14,6 +14,7 @@ import { FloatingSeatCounts1764777600000 } from "./0013-floating-seat-counts.js"
 import { EntitlementDeviceCounts1764864000000 } from "./0014-entitlement-device-counts.js";
 import { CodeDeviceCounts1764950400000 } from "./0015-code-device-counts.js";
 import { UsageTransactionIndex1765036800000 } from "./0016-usage-transaction-index.js";
+import { CacheInvalidations1765123200000 } from "./0017-cache-invalidations.js";
 
 /** Every migration, oldest first. Never edit one that has shipped: add the next. */
 export const migrations = [
@@ -33,4 +34,5 @@ export const migrations = [
   EntitlementDeviceCounts1764864000000,
   CodeDeviceCounts1764950400000,
   UsageTransactionIndex1765036800000,
+  CacheInvalidations1765123200000,
 ];
