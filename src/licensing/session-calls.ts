@@ -62,6 +62,17 @@ export function sessionGone(state: number): DomainError {
   });
 }
 
+/** What check-in answers for a live session whose own grace is over: a renewal shortened it below the token's. */
+const LAPSED = 0;
+
+/** The 401 answer to a token whose session's lease and grace ended before the token's own grace end. */
+function sessionLapsed(): DomainError {
+  return new DomainError("unauthenticated", "the license session's lease and grace are over; activate again", {
+    slug: "invalid-license-token",
+    headers: { "www-authenticate": bearerChallenge("invalid_token", "session lapsed") },
+  });
+}
+
 /** Heartbeat: no database work — the session and the entitlement's standing come from memory when kept. */
 export async function checkInSession(
   deps: SessionCallDependencies,
@@ -70,6 +81,7 @@ export async function checkInSession(
 ): Promise<CheckInSessionResponse> {
   const { sessionId } = sessionOfCall(request, context);
   const answer = await checkIn(deps, sessionId);
+  if (answer === LAPSED) throw sessionLapsed();
   if (typeof answer === "number") throw sessionGone(answer);
   return answer;
 }
@@ -82,6 +94,7 @@ export async function checkIn(
   const now = deps.clock.now();
   const session = await cachedSession(deps, sessionId);
   if (!session || session.state !== SESSION_STATE.live) return session?.state ?? SESSION_STATE.ended;
+  if (session.graceEndsAt <= now) return LAPSED;
   const facts = await cachedStanding(deps, session.entitlementId);
   return facts ? checkedIn(deps, session, facts, now) : SESSION_STATE.ended;
 }
@@ -97,6 +110,7 @@ export function checkInFromMemory(
   const now = deps.clock.now();
   const session = deps.caches.sessions.peek(sessionId, now.getTime());
   if (!session || session.state !== SESSION_STATE.live) return session?.state;
+  if (session.graceEndsAt <= now) return LAPSED;
   const facts = deps.caches.standings.peek(session.entitlementId, now.getTime());
   return facts ? checkedIn(deps, session, facts, now) : undefined;
 }

@@ -225,7 +225,11 @@ for (const mode of MODES) {
     const renewed = await sessionCall(server.baseUrl, a, "renew", { requestedLeaseDuration: "10s" });
     t.is(renewed.status, 200, JSON.stringify(renewed.body));
     clock.advance(10_000 + GRACE_MS + 1_000);
+    const oldToken = await sessionCall(server.baseUrl, a, "check-in");
+    t.is(oldToken.status, 401, "the token from before the renewal outlives its session's grace, and is refused");
+    t.is(oldToken.body.type, "urn:provision:problem:invalid-license-token");
     activated(t, await activate(server.baseUrl, { activationCode: code, fingerprint: "b" }));
+    t.is((await sessionCall(server.baseUrl, a, "check-in")).status, 401, "also once its seat is taken back");
     await expectSeats(t, server.app.dataSource, entitlementId, 1);
   });
 }
