@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { Code } from "@connectrpc/connect";
 import { type Logger, requestLogOf } from "../platform/logger.js";
 import { connectErrorOf } from "./error-interceptor.js";
+import { encodingGrpcMessages } from "./grpc-message.js";
 import { READ_METHODS, refusedMethod, writeConnectError, writeJson, writeProblem } from "./http-responses.js";
 import type { RequestHandler } from "./http-server.js";
 import { type RequestTarget, readTarget } from "./request-target.js";
@@ -130,6 +131,7 @@ function dispatch(
   }
   if (isRpc) {
     ensureAuthority(request);
+    encodingGrpcMessages(request, response);
     parts.rpc(request, response);
     return;
   }

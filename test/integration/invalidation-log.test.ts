@@ -49,10 +49,10 @@ test.serial(
     t.is(first.status, 200);
     const token = first.body.licenseToken as string;
     // A bus keeps nothing until its subscriptions stand, about a second after it connected.
-  await new Promise((resolve) => setTimeout(resolve, 1500));
-  for (let round = 0; round < 2; round++) {
-    t.is((await sessionCall(connected.baseUrl, token, "check-in")).status, 200, "kept in the connected instance");
-  }
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    for (let round = 0; round < 2; round++) {
+      t.is((await sessionCall(connected.baseUrl, token, "check-in")).status, 200, "kept in the connected instance");
+    }
 
     proxy.stall();
     const ended = await rest(

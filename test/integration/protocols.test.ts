@@ -59,6 +59,27 @@ test("a stock grpc-js client creates and lists products over cleartext HTTP/2", 
   );
   t.is(duplicate?.code, grpc.status.ALREADY_EXISTS);
   t.regex(duplicate?.details ?? "", /already exists/);
+
+  // grpc-js reads grpc-message with decodeURI, which leaves an escaped ":" or "/" escaped: only what gRPC asks to
+  // be percent-encoded is.
+  const anonymous = await t.throwsAsync<grpc.ServiceError>(
+    client.call("listProducts", create(ListProductsRequestSchema, {}), new grpc.Metadata()),
+  );
+  t.is(anonymous?.code, grpc.status.UNAUTHENTICATED);
+  t.false(/%[0-9A-F]{2}/i.test(anonymous?.details ?? ""), anonymous?.details);
+  t.regex(anonymous?.details ?? "", /: /);
+  for (let attempt = 0; attempt < 2; attempt++) {
+    const made = client.call(
+      "createProduct",
+      create(CreateProductRequestSchema, { productCode: "GRPC-É/1%" }),
+      admin(t),
+    );
+    if (attempt === 0) await made;
+    else {
+      const clash = await t.throwsAsync<grpc.ServiceError>(made);
+      t.true(clash?.details.includes("GRPC-É/1%"), clash?.details);
+    }
+  }
 });
 
 test("grpc-js sees unimplemented RPCs as UNIMPLEMENTED", async (t) => {
