@@ -74,6 +74,10 @@ async function main(): Promise<void> {
 }
 
 main().catch((error: unknown) => {
+  if (error instanceof ConfigError) {
+    process.stderr.write(`${error.message}\n`);
+    process.exit(2);
+  }
   const message = error instanceof Error ? error.message : String(error);
   process.stderr.write(`provision failed to start: ${message}\n`);
   process.exit(1);

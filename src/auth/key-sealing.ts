@@ -1,4 +1,5 @@
 import { createCipheriv, createDecipheriv, randomBytes } from "node:crypto";
+import { ConfigError } from "../platform/config.js";
 
 const SEALED = "aes256gcm:";
 const PLAIN = "plain:";
@@ -18,7 +19,7 @@ export function unsealPrivateKey(stored: string, keyEncryptionKey: Buffer | unde
   if (stored.startsWith(PLAIN)) return stored.slice(PLAIN.length);
   if (!stored.startsWith(SEALED)) throw new Error("a signing key is stored in an unknown format");
   if (!keyEncryptionKey) {
-    throw new Error("signing keys are encrypted: set PROVISION_KEY_ENCRYPTION_KEY to the key they were sealed with");
+    throw new ConfigError("PROVISION_KEY_ENCRYPTION_KEY", "must be set: the stored signing keys are sealed with it");
   }
   try {
     const [iv, tag, sealed, extra] = stored
@@ -30,6 +31,9 @@ export function unsealPrivateKey(stored: string, keyEncryptionKey: Buffer | unde
     decipher.setAuthTag(tag);
     return Buffer.concat([decipher.update(sealed), decipher.final()]).toString("utf8");
   } catch {
-    throw new Error("PROVISION_KEY_ENCRYPTION_KEY does not open the stored signing keys (wrong key or damaged data)");
+    throw new ConfigError(
+      "PROVISION_KEY_ENCRYPTION_KEY",
+      "does not open the stored signing keys (wrong key or damaged data)",
+    );
   }
 }

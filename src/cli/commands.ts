@@ -13,6 +13,7 @@ import { type Clock, systemClock } from "../platform/clock.js";
 import { type Config, ConfigError, loadConfig } from "../platform/config.js";
 import { migrate } from "../platform/database.js";
 import type { InvalidationBus } from "../platform/invalidation-bus.js";
+import { logInvalidation } from "../platform/invalidation-log.js";
 import { createLogger } from "../platform/logger.js";
 import { isUuid } from "../platform/validation.js";
 
@@ -261,13 +262,8 @@ export async function runCli(argv: string[], io: Partial<CliIo> = {}): Promise<n
     await dataSource.initialize();
     await migrate(dataSource);
     bus = await connectBus(config, stderr);
-    const identity = new IdentityRepository(dataSource, async (clientId) => {
-      await bus?.publish(CLIENT_CHANGED_CHANNEL, clientId).catch((error: Error) => {
-        stderr.write(
-          `warning: running instances were not told of the change (${error.message}); they see it within 30 s\n`,
-        );
-      });
-    });
+    const changed = clientChangeTeller(config, dataSource, bus, stderr);
+    const identity = new IdentityRepository(dataSource, changed);
     const result = await command.run({ identity, config, clock, ...parsed });
     stdout.write(`${JSON.stringify(result, null, 2)}\n`);
     return 0;
@@ -285,6 +281,39 @@ export async function runCli(argv: string[], io: Partial<CliIo> = {}): Promise<n
 }
 
 /**
+ * Tells running instances of a client change: on Redis, or, when it cannot be reached, through MySQL's invalidation
+ * log, which the instances of a MySQL + Redis deployment read each second.
+ */
+function clientChangeTeller(
+  config: Config,
+  dataSource: DataSource,
+  bus: InvalidationBus | undefined,
+  stderr: CliIo["stderr"],
+): (clientId: string) => Promise<void> {
+  if (config.coordinator.kind !== "redis") return async () => {};
+  const logged = config.database.kind === "mysql";
+  return async (clientId) => {
+    try {
+      if (!bus) throw new Error("REDIS_URL is unreachable");
+      await bus.publish(CLIENT_CHANGED_CHANNEL, clientId);
+    } catch (error) {
+      if (
+        logged &&
+        (await logInvalidation(dataSource, CLIENT_CHANGED_CHANNEL, clientId).then(
+          () => true,
+          () => false,
+        ))
+      ) {
+        return;
+      }
+      stderr.write(
+        `warning: running instances were not told of the change (${(error as Error).message}); they see it within 30 s\n`,
+      );
+    }
+  };
+}
+
+/**
  * Running instances cache client state and drop it when told of a change through Redis. On the embedded
  * default no process is told: a running embedded server sees CLI changes within 30 s.
  */
@@ -293,9 +322,8 @@ async function connectBus(config: Config, stderr: CliIo["stderr"]): Promise<Inva
   try {
     return await connectInvalidationBus(config, createLogger("silent"));
   } catch (error) {
-    stderr.write(
-      `warning: REDIS_URL is unreachable (${(error as Error).message}); running instances see changes within 30 s\n`,
-    );
+    const told = config.database.kind === "mysql" ? "are told through the database" : "see changes within 30 s";
+    stderr.write(`warning: REDIS_URL is unreachable (${(error as Error).message}); running instances ${told}\n`);
     return undefined;
   }
 }

@@ -19,6 +19,14 @@ interface LogRow {
   created_at: Date;
 }
 
+/** Writes an invalidation to the log, for the instances of a MySQL + Redis deployment to read within a second. */
+export async function logInvalidation(dataSource: DataSource, channel: string, message: string): Promise<void> {
+  await dataSource.query("INSERT INTO cache_invalidations (channel, message, created_at) VALUES (?, ?, NOW(3))", [
+    channel,
+    message,
+  ]);
+}
+
 /**
  * A bus whose messages also go through MySQL when Redis cannot take them: an instance cut off from Redis (but
  * not from MySQL) still tells the others of the changes it commits, in about a second, instead of leaving their
@@ -46,12 +54,7 @@ export class LoggedInvalidationBus implements InvalidationBus {
     try {
       await this.inner.publish(channel, message);
     } catch (error) {
-      await this.dataSource
-        .query("INSERT INTO cache_invalidations (channel, message, created_at) VALUES (?, ?, NOW(3))", [
-          channel,
-          message,
-        ])
-        .catch(() => Promise.reject(error));
+      await logInvalidation(this.dataSource, channel, message).catch(() => Promise.reject(error));
     }
   }
 

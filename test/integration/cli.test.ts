@@ -1,7 +1,9 @@
+import net from "node:net";
 import anyTest, { type ExecutionContext, type TestFn } from "ava";
 import mysql from "mysql2/promise";
 import { accessToken, requestToken } from "../support/auth.js";
-import { cli, cliFailure } from "../support/cli.js";
+import { cli, cliFailure, cliWithEnv } from "../support/cli.js";
+import { pollUntil } from "../support/poll.js";
 import { PRODUCTS, rest } from "../support/rest.js";
 import { createTestDatabase, startTestServer, type TestServer } from "../support/test-server.js";
 
@@ -115,6 +117,32 @@ test.serial("rotate-secret replaces the secret and disable/enable switch the cli
   t.is(await products(beforeDisable), 401, "enabling again does not revive tokens issued before the disable");
   t.is(await products(await accessToken(server.baseUrl, client.clientId, rotated.clientSecret)), 200);
 });
+
+test.serial(
+  "a client disabled while the CLI cannot reach Redis is refused by running instances within seconds",
+  async (t) => {
+    const { databaseUrl, server } = t.context;
+    const provider = await cli(databaseUrl, "providers", "create", "--name", "Partitioned Vendor");
+    const made = ["clients", "create", "--name", "p", "--scopes", "catalog:read", "--provider", provider.providerId];
+    const client = await cli(databaseUrl, ...made);
+    const token = await accessToken(server.baseUrl, client.clientId, client.clientSecret);
+    const products = async () =>
+      (await rest(server.baseUrl, "GET", PRODUCTS, undefined, { authorization: `Bearer ${token}` })).status;
+    t.is(await products(), 200);
+    const nothingListening = net.createServer();
+    await new Promise<void>((resolve) => nothingListening.listen(0, "127.0.0.1", () => resolve()));
+    const { port } = nothingListening.address() as net.AddressInfo;
+    await new Promise((resolve) => nothingListening.close(resolve));
+
+    await cliWithEnv({ REDIS_URL: `redis://127.0.0.1:${port}` }, databaseUrl, "clients", "disable", client.clientId);
+    await pollUntil(
+      "the running instance to refuse the disabled client's token",
+      async () => ((await products()) === 401 ? true : undefined),
+      { timeoutMs: 5_000, intervalMs: 200 },
+    );
+    t.pass();
+  },
+);
 
 test.serial("keys rotate puts a new key in the JWKS and old tokens keep working", async (t) => {
   const { databaseUrl, server } = t.context;

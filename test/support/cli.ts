@@ -12,8 +12,13 @@ function cliEnv(databaseUrl: string): NodeJS.ProcessEnv {
 
 /** Runs `npm run cli -- …` the way an operator does (node with the tsx loader), against `databaseUrl`. */
 export async function cli(databaseUrl: string, ...args: string[]): Promise<any> {
+  return cliWithEnv({}, databaseUrl, ...args);
+}
+
+/** `cli` with these variables set beside (or in place of) the usual ones. */
+export async function cliWithEnv(extra: NodeJS.ProcessEnv, databaseUrl: string, ...args: string[]): Promise<any> {
   const { stdout } = await run(process.execPath, ["--import", "tsx", "src/cli/main.ts", ...args], {
-    env: cliEnv(databaseUrl),
+    env: { ...cliEnv(databaseUrl), ...extra },
   });
   return JSON.parse(stdout);
 }
