@@ -84,7 +84,10 @@ test("SQLite: usage records keep their rows and ids, and only transaction ids ar
     JSON.stringify(plan),
   );
 
-  await after.undoLastMigration({ transaction: "each" });
+  // Undone down to before 0016, the later migrations with it.
+  for (let undone = BEFORE_0016.length; undone < migrations.length; undone++) {
+    await after.undoLastMigration({ transaction: "each" });
+  }
   t.deepEqual(Object.keys(await indexSql(after)), [
     "ix_usage_records_asset_period",
     "ix_usage_records_entitlement",
