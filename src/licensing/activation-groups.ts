@@ -1,4 +1,4 @@
-import { isDatabaseBusy } from "../platform/database.js";
+import { databaseBusy, isDatabaseBusy } from "../platform/database.js";
 import { GroupCommit } from "../platform/group-commit.js";
 import { Lanes } from "../platform/lanes.js";
 import type { Activated, ActivationDependencies } from "./activation.js";
@@ -44,16 +44,36 @@ export class ActivationGroups {
   private groups: Groups | undefined;
   private lanes: Lanes<GroupedActivation, GroupOutcome> | undefined;
   private readonly locks = new GroupLocks();
+  /** When a lane's group last answered 503 after waiting out its entitlement's lock, by entitlement. */
+  private readonly busySince = new Map<string, number>();
   /** The most entitlements one group has activated on this instance. */
   widest = 0;
 
   async submit(deps: ActivationDependencies, job: GroupedActivation): Promise<GroupOutcome> {
     this.groups ??= new GroupCommit((jobs) => this.write(deps, jobs), { ...GROUPS, maxInFlight: GROUPS_IN_FLIGHT });
-    this.lanes ??= new Lanes((jobs) => activateOrAnswer(deps, jobs, WAITING_FOR_EVERY_LOCK), GROUPS, LANES_AT_ONCE);
+    this.lanes ??= new Lanes((jobs) => this.writeLane(deps, jobs), GROUPS, LANES_AT_ONCE);
     const { entitlementId } = job.owner;
     if (this.lanes.has(entitlementId)) return this.lanes.submit(entitlementId, job);
     const outcome = await this.groups.submit(job);
     return outcome.kind === "blocked" ? this.lanes.submit(entitlementId, job) : outcome;
+  }
+
+  /**
+   * A lane's group. Once one waited out the lock-wait timeout (503), the activations that queued behind it since
+   * answer that too, at once, rather than each group after it waiting the whole timeout again; those that came
+   * after the refusal wait for the lock afresh.
+   */
+  private async writeLane(deps: ActivationDependencies, jobs: GroupedActivation[]): Promise<GroupOutcome[]> {
+    const { entitlementId } = jobs[0].owner;
+    const refusedAt = this.busySince.get(entitlementId) ?? Number.NEGATIVE_INFINITY;
+    const waitedOut = (job: GroupedActivation) => job.now.getTime() <= refusedAt;
+    const fresh = jobs.filter((job) => !waitedOut(job));
+    const written = fresh.length > 0 ? await activateOrAnswer(deps, fresh, WAITING_FOR_EVERY_LOCK) : [];
+    const busy = written.some((outcome) => outcome.kind === "refused" && isDatabaseBusy(outcome.error));
+    if (busy) this.busySince.set(entitlementId, deps.clock.now().getTime());
+    else if (fresh.length > 0) this.busySince.delete(entitlementId);
+    const outcomes = new Map(fresh.map((job, index) => [job, written[index]]));
+    return jobs.map((job) => outcomes.get(job) ?? { kind: "refused", error: databaseBusy() });
   }
 
   private async write(deps: ActivationDependencies, jobs: GroupedActivation[]): Promise<GroupOutcome[]> {
@@ -83,13 +103,15 @@ async function activateOrAnswer(
   jobs: GroupedActivation[],
   locking: GroupLocking,
 ): Promise<GroupOutcome[]> {
+  const inLane = locking === WAITING_FOR_EVERY_LOCK;
   try {
     return await activateGroup(deps, jobs, locking);
   } catch (error) {
+    // A lane waits the server's whole lock-wait timeout: its lock not granted is the database busy, as below.
+    if (error instanceof LocksNotGranted && inLane) return jobs.map(() => ({ kind: "refused", error: databaseBusy() }));
     if (error instanceof LocksNotGranted) return activateOrAnswer(deps, jobs, passingOverEvery(locking));
     const settled = await settledInDoubt(error, jobs.length);
     if (settled) return settled;
-    const inLane = locking === WAITING_FOR_EVERY_LOCK;
     const outcome: GroupOutcome = inLane && isDatabaseBusy(error) ? { kind: "refused", error } : { kind: "alone" };
     return jobs.map(() => outcome);
   }

@@ -328,7 +328,8 @@ export async function retryingLockConflicts<T>(run: () => Promise<T>): Promise<T
   }
 }
 
-function databaseBusy(): DomainError {
+/** 503 `database-busy`: a lock held by other transactions for the whole lock-wait timeout. */
+export function databaseBusy(): DomainError {
   return new DomainError("unavailable", "the database is busy with conflicting writes; try again", {
     slug: DATABASE_BUSY,
     headers: { "retry-after": "1" },

@@ -104,6 +104,41 @@ async function lockWaitTimeoutsOfPool(server: TestServer) {
   return [...new Set(rows.map(([row]) => (Number(row.same) === 1 ? "as configured" : "changed")))];
 }
 
+/** The server's lock-wait timeout (`innodb_lock_wait_timeout`), in seconds. */
+async function serverLockWaitSeconds(server: TestServer): Promise<number> {
+  const [row] = (await server.app.dataSource.query("SELECT @@GLOBAL.innodb_lock_wait_timeout AS seconds")) as {
+    seconds: number | string;
+  }[];
+  return Number(row.seconds);
+}
+
+test.serial(
+  "MySQL: activations of an entitlement whose lock stays held through the lock wait answer 503",
+  async (t) => {
+    const server = t.context.servers.MySQL;
+    const waitSeconds = await serverLockWaitSeconds(server);
+    t.timeout((waitSeconds + 40) * 1000);
+    const { entitlementId, code } = await entitlementWithCode(server.baseUrl, FLOATING(0));
+    t.is((await activate(server.baseUrl, { activationCode: code, fingerprint: "first" })).status, 200);
+    const lock = await lockEntitlementElsewhere(server, entitlementId);
+    try {
+      // Held for the whole wait (50 s by default): the lane's wait runs out, and its activations answer that.
+      const given = new Promise<"stalled">((resolve) =>
+        setTimeout(() => resolve("stalled"), (waitSeconds + 20) * 1000),
+      );
+      const answers = await Promise.race([race(server, freshDevices(code, 10)), given]);
+      t.not(answers, "stalled", "answered while the lock is still held, not when it is let go");
+      if (answers !== "stalled") {
+        t.deepEqual(tally(answers), { 503: 10 });
+        t.true(answers.every((answer) => answer.body.type === "urn:provision:problem:database-busy"));
+      }
+    } finally {
+      await lock.release();
+    }
+    t.is(await liveSessions(server, entitlementId), 1, "nothing of them was written");
+  },
+);
+
 for (const database of ["MySQL", "SQLite"] as const) {
   test.serial(
     `${database}: racing activations over several entitlements and providers keep each entitlement's limits exact`,
