@@ -42,15 +42,26 @@ export function webhookConfig(env: NodeJS.ProcessEnv): WebhookConfig {
     concurrency: integer(env, "WEBHOOK_CONCURRENCY", 64, 1, 1024),
     pollIntervalMs: integer(env, "WEBHOOK_POLL_INTERVAL_MS", 1000, 50, 60_000),
     callbackTokenTtlSeconds: integer(env, "WEBHOOK_CALLBACK_TOKEN_TTL_SECONDS", 300, 60, 900),
-    suspendAfterMs: duration(env, "WEBHOOK_SUSPEND_AFTER", "5d"),
-    expiringNoticeMs: duration(env, "WEBHOOK_EXPIRING_NOTICE", "7d"),
-    trialExpiringNoticeMs: duration(env, "WEBHOOK_TRIAL_EXPIRING_NOTICE", "3d"),
+    suspendAfterMs: duration(env, "WEBHOOK_SUSPEND_AFTER", "5d", { min: "1m", max: "365d" }),
+    expiringNoticeMs: duration(env, "WEBHOOK_EXPIRING_NOTICE", "7d", NOTICE_RANGE),
+    trialExpiringNoticeMs: duration(env, "WEBHOOK_TRIAL_EXPIRING_NOTICE", "3d", NOTICE_RANGE),
     schedulerIntervalMs: integer(env, "SCHEDULER_INTERVAL_MS", 60_000, 100, 3_600_000),
   };
 }
 
-function duration(env: NodeJS.ProcessEnv, variable: string, fallback: string): number {
-  return parsed(variable, optional(env, variable) ?? fallback, parseDuration);
+const NOTICE_RANGE = { min: "0s", max: "365d" };
+
+function duration(
+  env: NodeJS.ProcessEnv,
+  variable: string,
+  fallback: string,
+  range: { min: string; max: string },
+): number {
+  const ms = parsed(variable, optional(env, variable) ?? fallback, parseDuration);
+  if (ms < parseDuration(range.min) || ms > parseDuration(range.max)) {
+    throw new ConfigError(variable, `must be between ${range.min} and ${range.max}`);
+  }
+  return ms;
 }
 
 function parsed<T>(variable: string, text: string, parse: (text: string) => T): T {

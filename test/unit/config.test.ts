@@ -203,6 +203,8 @@ const INVALID: [env: Record<string, string>, variable: string][] = [
   [{ REDIS_URL: "http://x" }, "REDIS_URL"],
   [{ REDIS_URL: "redis://" }, "REDIS_URL"],
   [{ REDIS_URL: "redis://127.0.0.1:6379/abc" }, "REDIS_URL"],
+  [{ WEBHOOK_SUSPEND_AFTER: "0s" }, "WEBHOOK_SUSPEND_AFTER"],
+  [{ WEBHOOK_EXPIRING_NOTICE: "100000d" }, "WEBHOOK_EXPIRING_NOTICE"],
   [{ DATABASE_URL: "mysql://root:S3C%ZZ@db/provision" }, "DATABASE_URL"],
   [{ DATABASE_POOL_SIZE: "abc" }, "DATABASE_POOL_SIZE"],
   [{ DATABASE_STALL_SECONDS: "-5", DATABASE_URL: "sqlite:/tmp/p.sqlite" }, "DATABASE_STALL_SECONDS"],
