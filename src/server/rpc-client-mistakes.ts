@@ -1,8 +1,11 @@
-import { Code } from "@connectrpc/connect";
+import { Code, type ConnectError } from "@connectrpc/connect";
 import type { UniversalHandler, UniversalServerResponse } from "@connectrpc/connect/protocol";
 import { createAsyncIterable, readAllBytes } from "@connectrpc/connect/protocol";
-import { codeToString } from "@connectrpc/connect/protocol-connect";
+import { codeToString, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
+import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { trailerFlag, trailerParse, trailerSerialize } from "@connectrpc/connect/protocol-grpc-web";
+import { DomainError } from "../platform/errors.js";
+import { toConnectError } from "./error-interceptor.js";
 
 /**
  * What connect-node reports as `internal` although the request was at fault: a message that is not valid
@@ -17,14 +20,28 @@ const CLIENT_MISTAKES = [
 ];
 const INTERNAL = String(Code.Internal);
 const INVALID_ARGUMENT = String(Code.InvalidArgument);
+const RESOURCE_EXHAUSTED = String(Code.ResourceExhausted);
+/** connect-node's refusal of a body over `readMaxBytes` (BODY_LIMIT_BYTES), read before any interceptor runs. */
+const OVERSIZE = /is larger than configured readMaxBytes (\d+)$/;
 
 export function isClientMistake(message: string): boolean {
   return CLIENT_MISTAKES.some((pattern) => pattern.test(message));
 }
 
 /**
+ * The error a body over the limit is answered with: `resource_exhausted` with the ProblemDetails every other
+ * error carries (`body-too-large`), as REST answers it 413; undefined for any other message.
+ */
+function oversize(message: string): ConnectError | undefined {
+  const limit = OVERSIZE.exec(message)?.[1];
+  if (limit === undefined) return undefined;
+  return toConnectError(new DomainError("too-large", `the body exceeds ${limit} bytes`, { slug: "body-too-large" }));
+}
+
+/**
  * Wraps one RPC's handler so that a client mistake is `invalid_argument` (HTTP 400, gRPC status 3) on every
- * protocol, and the empty 415 and 405 connect-node answers carry a Connect error body.
+ * protocol, a body over the limit carries its ProblemDetails, and the empty 415 and 405 connect-node answers carry
+ * a Connect error body.
  */
 export function answeringClientMistakes(handler: UniversalHandler): UniversalHandler {
   const wrapped = async (request: Parameters<UniversalHandler>[0]) => reclassify(await handler(request));
@@ -45,17 +62,27 @@ async function reclassify(response: UniversalServerResponse): Promise<UniversalS
     return response;
   }
   const contentType = response.header?.get("content-type") ?? "";
-  if (response.status === 500 && contentType === "application/json" && !response.header?.has("content-encoding")) {
+  const connectUnaryError = response.status === 500 || response.status === 429;
+  if (connectUnaryError && contentType === "application/json" && !response.header?.has("content-encoding")) {
     return reclassifyConnectUnary(response);
   }
   if (contentType.startsWith("application/grpc-web")) return reclassifyGrpcWeb(response);
   return response;
 }
 
-/** Sets gRPC status 3 in place of 13 when the message names a client mistake; true when it did. */
+/**
+ * Sets gRPC status 3 in place of 13 when the message names a client mistake, and a body over the limit's error
+ * with its details; true when it changed the trailer.
+ */
 function reclassifyGrpcStatus(trailer: Headers): boolean {
-  if (trailer.get("grpc-status") !== INTERNAL) return false;
-  if (!isClientMistake(decodeURIComponent(trailer.get("grpc-message") ?? ""))) return false;
+  const status = trailer.get("grpc-status");
+  const message = decodeURIComponent(trailer.get("grpc-message") ?? "");
+  const tooLarge = status === RESOURCE_EXHAUSTED ? oversize(message) : undefined;
+  if (tooLarge) {
+    setTrailerStatus(trailer, tooLarge);
+    return true;
+  }
+  if (status !== INTERNAL || !isClientMistake(message)) return false;
   trailer.set("grpc-status", INVALID_ARGUMENT);
   return true;
 }
@@ -63,12 +90,18 @@ function reclassifyGrpcStatus(trailer: Headers): boolean {
 async function reclassifyConnectUnary(response: UniversalServerResponse): Promise<UniversalServerResponse> {
   const bytes = response.body ? await readAllBytes(response.body, Number.MAX_SAFE_INTEGER) : new Uint8Array(0);
   const error = parseConnectError(bytes);
+  const tooLarge = error?.code === codeToString(Code.ResourceExhausted) ? oversize(error.message ?? "") : undefined;
+  if (tooLarge) return withConnectError(response, response.status, errorToJsonBytes(tooLarge, {}));
   if (error?.code !== codeToString(Code.Internal) || !isClientMistake(error.message ?? "")) {
     return { ...response, body: createAsyncIterable([bytes]) };
   }
   const text = new TextEncoder().encode(JSON.stringify({ ...error, code: codeToString(Code.InvalidArgument) }));
+  return withConnectError(response, 400, text);
+}
+
+function withConnectError(response: UniversalServerResponse, status: number, text: Uint8Array) {
   response.header?.set("content-length", String(text.byteLength));
-  return { ...response, status: 400, body: createAsyncIterable([text]) };
+  return { ...response, status, body: createAsyncIterable([text]) };
 }
 
 function parseConnectError(bytes: Uint8Array): { code?: string; message?: string } | undefined {

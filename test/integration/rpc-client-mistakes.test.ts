@@ -2,9 +2,12 @@ import { once } from "node:events";
 import http2 from "node:http2";
 import { gzipSync } from "node:zlib";
 import { create, toBinary } from "@bufbuild/protobuf";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import * as grpc from "@grpc/grpc-js";
 import anyTest, { type ExecutionContext, type TestFn } from "ava";
-import { CreateProductRequestSchema } from "../../gen/provision/v1/catalog_pb.js";
+import { CatalogService, CreateProductRequestSchema } from "../../gen/provision/v1/catalog_pb.js";
+import { ProblemDetailsSchema } from "../../gen/provision/v1/problem_pb.js";
 import { startTestServer, type TestServer } from "../support/test-server.js";
 
 const test = anyTest as TestFn<{ server: TestServer }>;
@@ -202,4 +205,27 @@ test("a genuine server fault is still internal, on Connect and on gRPC", async (
 
   const error = await grpcJsCall(server, CREATE_PRODUCT, Buffer.from(listing));
   t.is(error?.code, grpc.status.INTERNAL, error?.details);
+});
+
+test("a message over BODY_LIMIT_BYTES is resource_exhausted with its ProblemDetails, on every protocol", async (t) => {
+  const small = await startTestServer({ env: { BODY_LIMIT_BYTES: "2048" } });
+  t.teardown(() => small.close());
+  const transports = {
+    connect: createConnectTransport({ baseUrl: small.baseUrl, httpVersion: "1.1" }),
+    grpc: createGrpcTransport({ baseUrl: small.baseUrl }),
+    grpcWeb: createGrpcWebTransport({ baseUrl: small.baseUrl, httpVersion: "1.1" }),
+  };
+  for (const [name, transport] of Object.entries(transports)) {
+    const client = createClient(CatalogService, transport);
+    const error = await t.throwsAsync(
+      client.createProduct(
+        { productCode: "BIG", description: "x".repeat(4096) },
+        { headers: { authorization: small.adminAuthorization } },
+      ),
+    );
+    const connectError = ConnectError.from(error);
+    t.is(connectError.code, Code.ResourceExhausted, name);
+    t.is(connectError.rawMessage, "the body exceeds 2048 bytes", name);
+    t.is(connectError.findDetails(ProblemDetailsSchema)[0]?.type, "urn:provision:problem:body-too-large", name);
+  }
 });
