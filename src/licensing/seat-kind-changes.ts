@@ -34,8 +34,8 @@ export async function recountSeatsForKind(
 
 async function holdFloatingSeats(manager: EntityManager, store: SessionStore, entitlementId: string, now: Date) {
   await manager.query(
-    "UPDATE license_sessions SET holds_floating_seat = CASE WHEN state = ? AND grace_ends_at > ? THEN 1 ELSE 0 END WHERE entitlement_id = ? AND (state = ? OR holds_floating_seat = 1)",
-    [SESSION_STATE.live, store.date(now), entitlementId, SESSION_STATE.live],
+    "UPDATE license_sessions SET holds_floating_seat = CASE WHEN state = ? AND grace_ends_at > ? THEN 1 ELSE 0 END, is_floating = CASE WHEN state = ? THEN 1 ELSE is_floating END WHERE entitlement_id = ? AND (state = ? OR holds_floating_seat = 1)",
+    [SESSION_STATE.live, store.date(now), SESSION_STATE.live, entitlementId, SESSION_STATE.live],
   );
   await manager.query("DELETE FROM floating_seat_counts WHERE entitlement_id = ?", [entitlementId]);
   await manager.query(
@@ -65,9 +65,10 @@ async function holdDevices(
     [entitlementId, entitlementId],
   );
   // Floating seats no longer limit anything: the sessions holding one give it back with the count.
+  // The live sessions are node-locked now: renew, release and EndSession treat them as such.
   await manager.query(
-    "UPDATE license_sessions SET holds_floating_seat = 0 WHERE entitlement_id = ? AND holds_floating_seat = 1",
-    [entitlementId],
+    "UPDATE license_sessions SET holds_floating_seat = 0, is_floating = 0 WHERE entitlement_id = ? AND (holds_floating_seat = 1 OR state = ?)",
+    [entitlementId, SESSION_STATE.live],
   );
   await manager.query("UPDATE floating_seat_counts SET held = 0, earliest_end = NULL WHERE entitlement_id = ?", [
     entitlementId,

@@ -205,6 +205,11 @@ for (const mode of MODES) {
       await setSeats(entitlementId, 2, floatingAfter);
       await counted(entitlementId);
       refusedForSeats(t, await activation("c"));
+      t.is(
+        (await sessionCall(server.baseUrl, b, "renew")).status,
+        200,
+        "a session of before renews under the new kind",
+      );
       activated(t, await activation("a"));
       if (floatingAfter) {
         t.is((await sessionCall(server.baseUrl, b, "release")).status, 200);
