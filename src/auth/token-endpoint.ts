@@ -7,6 +7,7 @@ import type { Logger } from "../platform/logger.js";
 import { addressBucket, clientAddressOf } from "../server/client-address.js";
 import { writeJson, writeProblem } from "../server/http-responses.js";
 import type { NodeRequest, NodeResponse } from "../server/rest/rest-handler.js";
+import { contentEncodingOf } from "../server/rest/rest-input.js";
 import { discardUnreadBody } from "../server/unread-body.js";
 import type { AccessTokens } from "./access-tokens.js";
 import type { IdentityRepository } from "./identity-repository.js";
@@ -139,9 +140,7 @@ async function readForm(request: NodeRequest): Promise<URLSearchParams> {
   if (mediaType(request.headers["content-type"]) !== FORM_TYPE) {
     throw new TokenError("invalid_request", `send the request as ${FORM_TYPE}`);
   }
-  const encoding = String(request.headers["content-encoding"] ?? "identity")
-    .trim()
-    .toLowerCase();
+  const encoding = contentEncodingOf(request);
   if (encoding !== "identity") {
     throw new TokenError(
       "invalid_request",

@@ -297,15 +297,13 @@ function clientChangeTeller(
       if (!bus) throw new Error("REDIS_URL is unreachable");
       await bus.publish(CLIENT_CHANGED_CHANNEL, clientId);
     } catch (error) {
-      if (
+      const toldThroughLog =
         logged &&
         (await logInvalidation(dataSource, CLIENT_CHANGED_CHANNEL, clientId).then(
           () => true,
           () => false,
-        ))
-      ) {
-        return;
-      }
+        ));
+      if (toldThroughLog) return;
       stderr.write(
         `warning: running instances were not told of the change (${(error as Error).message}); they see it within 30 s\n`,
       );

@@ -40,7 +40,7 @@ import {
 import { clientPrincipalKey } from "../auth/auth-interceptor.js";
 import { anyCovers } from "../auth/scopes.js";
 import { storedDate } from "../catalog/product-mapper.js";
-import { dialectOf, inTransaction, isUniqueViolation } from "../platform/database.js";
+import { inTransaction, isUniqueViolation } from "../platform/database.js";
 import { conflict, DomainError, invalidField, notFound } from "../platform/errors.js";
 import { pageInfo, resolvePage } from "../platform/paging.js";
 import { requireUuid, Violations } from "../platform/validation.js";
@@ -355,7 +355,7 @@ async function changeEntitlement(
       const before = { ...row };
       await change(row, manager, now);
       const kinds = { before: seatKindOf(before), after: seatKindOf(row) };
-      await recountSeatsForKind(manager, deps.store, dialectOf(deps.dataSource), { entitlementId: id, ...kinds, now });
+      await recountSeatsForKind(manager, deps.store, { entitlementId: id, ...kinds, now });
       row.updatedAt = now;
       await repository.update(manager, row);
       const view = await viewOf(repository, manager, row);

@@ -1,5 +1,5 @@
 import type { EntityManager } from "typeorm";
-import type { Dialect } from "../platform/database.js";
+import { dialectOf } from "../platform/database.js";
 import { type EntitlementRow, SESSION_STATE } from "./entities.js";
 import { policyOf } from "./entitlement-mapper.js";
 import type { SessionStore } from "./session-store.js";
@@ -23,13 +23,12 @@ export function seatKindOf(row: Pick<EntitlementRow, "activationPolicy">): SeatK
 export async function recountSeatsForKind(
   manager: EntityManager,
   store: SessionStore,
-  dialect: Dialect,
   change: { entitlementId: string; before: SeatKind; after: SeatKind; now: Date },
 ): Promise<void> {
   const { entitlementId, before, after, now } = change;
   if (before === after || after === "none") return;
   if (after === "floating") await holdFloatingSeats(manager, store, entitlementId, now);
-  else await holdDevices(manager, store, dialect, entitlementId, now);
+  else await holdDevices(manager, store, entitlementId, now);
 }
 
 async function holdFloatingSeats(manager: EntityManager, store: SessionStore, entitlementId: string, now: Date) {
@@ -44,15 +43,9 @@ async function holdFloatingSeats(manager: EntityManager, store: SessionStore, en
   );
 }
 
-async function holdDevices(
-  manager: EntityManager,
-  store: SessionStore,
-  dialect: Dialect,
-  entitlementId: string,
-  now: Date,
-) {
+async function holdDevices(manager: EntityManager, store: SessionStore, entitlementId: string, now: Date) {
   const unlessPresent =
-    dialect === "mysql"
+    dialectOf(manager.connection) === "mysql"
       ? "ON DUPLICATE KEY UPDATE fingerprint_hash = entitlement_devices.fingerprint_hash"
       : "ON CONFLICT DO NOTHING";
   await manager.query(

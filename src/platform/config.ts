@@ -72,17 +72,18 @@ export interface Config {
   webhooks: WebhookConfig;
 }
 
-/** Fails with a ConfigError naming the variable when a configured TLS file cannot be read. */
 /** The URL the service's tokens and discovery name: http(s), a host, a path at most (paths are appended to it). */
 function checkPublicBaseUrl(issuer: string): void {
   const refuse = () =>
     new ConfigError("PUBLIC_BASE_URL", "must be an http(s) URL with no spaces, query or fragment: https://host[/path]");
   if (!/^https?:\/\/[^/]+(\/.*)?$/.test(issuer) || /[\s?#]/.test(issuer)) throw refuse();
+  let parsed: URL;
   try {
-    if (new URL(issuer).username || new URL(issuer).password) throw refuse();
+    parsed = new URL(issuer);
   } catch {
     throw refuse();
   }
+  if (parsed.username || parsed.password) throw refuse();
 }
 
 /** A configuration value that cannot be used; `main` prints it as one line and exits. */

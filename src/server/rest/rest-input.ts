@@ -61,11 +61,16 @@ export async function readInput(
   return { json };
 }
 
-/** The body's bytes, uncompressed and within `limit`; a problem otherwise. */
-export async function readBody(request: NodeRequest, limit: number): Promise<RequestBody> {
-  const encoding = String(request.headers["content-encoding"] ?? "identity")
+/** The request's `Content-Encoding`, lower-cased; `identity` when none is sent. */
+export function contentEncodingOf(request: NodeRequest): string {
+  return String(request.headers["content-encoding"] ?? "identity")
     .trim()
     .toLowerCase();
+}
+
+/** The body's bytes, uncompressed and within `limit`; a problem otherwise. */
+export async function readBody(request: NodeRequest, limit: number): Promise<RequestBody> {
+  const encoding = contentEncodingOf(request);
   if (encoding !== "identity") {
     return problem(
       415,
