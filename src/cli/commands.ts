@@ -13,7 +13,7 @@ import { type Clock, systemClock } from "../platform/clock.js";
 import { type Config, ConfigError, loadConfig } from "../platform/config.js";
 import { migrate } from "../platform/database.js";
 import type { InvalidationBus } from "../platform/invalidation-bus.js";
-import { logInvalidation } from "../platform/invalidation-log.js";
+import { publishOrLog } from "../platform/invalidation-log.js";
 import { createLogger } from "../platform/logger.js";
 import { isUuid } from "../platform/validation.js";
 
@@ -291,24 +291,19 @@ function clientChangeTeller(
   stderr: CliIo["stderr"],
 ): (clientId: string) => Promise<void> {
   if (config.coordinator.kind !== "redis") return async () => {};
-  const logged = config.database.kind === "mysql";
-  return async (clientId) => {
-    try {
-      if (!bus) throw new Error("REDIS_URL is unreachable");
-      await bus.publish(CLIENT_CHANGED_CHANNEL, clientId);
-    } catch (error) {
-      const toldThroughLog =
-        logged &&
-        (await logInvalidation(dataSource, CLIENT_CHANGED_CHANNEL, clientId).then(
-          () => true,
-          () => false,
-        ));
-      if (toldThroughLog) return;
+  const tell =
+    config.database.kind === "mysql"
+      ? (clientId: string) => publishOrLog(bus, dataSource, CLIENT_CHANGED_CHANNEL, clientId)
+      : async (clientId: string) => {
+          if (!bus) throw new Error("REDIS_URL is unreachable");
+          await bus.publish(CLIENT_CHANGED_CHANNEL, clientId);
+        };
+  return (clientId) =>
+    tell(clientId).catch((error: Error) => {
       stderr.write(
-        `warning: running instances were not told of the change (${(error as Error).message}); they see it within 30 s\n`,
+        `warning: running instances were not told of the change (${error.message}); they see it within 30 s\n`,
       );
-    }
-  };
+    });
 }
 
 /**

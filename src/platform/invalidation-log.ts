@@ -9,7 +9,8 @@ const OVERLAP_MS = 5000;
 /** Rows older than this are deleted, a few at a time, about once a minute. */
 const KEPT_MINUTES = 10;
 const PRUNE_EVERY_POLLS = 60;
-const ROWS_PER_POLL = 1000;
+/** A poll reads the log in pages of this many rows, each after the last row of the one before. */
+export const ROWS_PER_PAGE = 1000;
 
 type Listener = { channel: string; onMessage: (message: string) => void };
 interface LogRow {
@@ -18,13 +19,34 @@ interface LogRow {
   message: string;
   created_at: Date;
 }
+/** Where a page starts: after this row, in (created_at, id) order. */
+interface Cursor {
+  at: Date;
+  id: number;
+}
 
-/** Writes an invalidation to the log, for the instances of a MySQL + Redis deployment to read within a second. */
-export async function logInvalidation(dataSource: DataSource, channel: string, message: string): Promise<void> {
-  await dataSource.query("INSERT INTO cache_invalidations (channel, message, created_at) VALUES (?, ?, NOW(3))", [
-    channel,
-    message,
-  ]);
+/**
+ * Publishes on `bus`; when it cannot (or there is no bus: Redis was unreachable), writes the invalidation to the
+ * log instead, for the instances of a MySQL + Redis deployment to read within a second. Fails with the bus's
+ * error only when the log could not be written either.
+ */
+export async function publishOrLog(
+  bus: InvalidationBus | undefined,
+  dataSource: DataSource,
+  channel: string,
+  message: string,
+): Promise<void> {
+  try {
+    if (!bus) throw new Error("REDIS_URL is unreachable");
+    await bus.publish(channel, message);
+  } catch (error) {
+    await dataSource
+      .query("INSERT INTO cache_invalidations (channel, message, created_at) VALUES (?, ?, UTC_TIMESTAMP(3))", [
+        channel,
+        message,
+      ])
+      .catch(() => Promise.reject(error));
+  }
 }
 
 /**
@@ -38,7 +60,9 @@ export class LoggedInvalidationBus implements InvalidationBus {
   private since: Date | undefined;
   private timer: NodeJS.Timeout | undefined;
   private polls = 0;
-  private polling = false;
+  private polling: Promise<void> | undefined;
+  /** The message of the last failed poll, warned of once until a poll succeeds or fails otherwise. */
+  private failure: string | undefined;
 
   constructor(
     private readonly inner: InvalidationBus,
@@ -50,12 +74,8 @@ export class LoggedInvalidationBus implements InvalidationBus {
     return this.inner.listening;
   }
 
-  async publish(channel: string, message: string): Promise<void> {
-    try {
-      await this.inner.publish(channel, message);
-    } catch (error) {
-      await logInvalidation(this.dataSource, channel, message).catch(() => Promise.reject(error));
-    }
+  publish(channel: string, message: string): Promise<void> {
+    return publishOrLog(this.inner, this.dataSource, channel, message);
   }
 
   async subscribe(channel: string, onMessage: (message: string) => void, onReset: () => void): Promise<void> {
@@ -65,36 +85,60 @@ export class LoggedInvalidationBus implements InvalidationBus {
 
   /** Reads the log from now on (once the migrations made it). */
   async start(): Promise<void> {
-    const [{ now }] = (await this.dataSource.query("SELECT NOW(3) AS now")) as { now: Date }[];
+    const [{ now }] = (await this.dataSource.query("SELECT UTC_TIMESTAMP(3) AS now")) as { now: Date }[];
     this.since = now;
-    this.timer = setInterval(() => void this.poll(), POLL_MS);
+    this.timer = setInterval(() => {
+      this.polling ??= this.poll().finally(() => {
+        this.polling = undefined;
+      });
+    }, POLL_MS);
     this.timer.unref();
   }
 
+  /** Stops reading, after the read under way (which may still deliver), and closes the bus beneath. */
   async close(): Promise<void> {
     clearInterval(this.timer);
+    this.timer = undefined;
+    await this.polling;
     await this.inner.close();
   }
 
   private async poll(): Promise<void> {
-    if (this.polling || !this.since) return;
-    this.polling = true;
+    if (!this.since) return;
     try {
-      // The database's own time comes along (the row with no id), so the window follows its clock, not ours.
-      const rows = (await this.dataSource.query(
-        "(SELECT id, channel, message, created_at FROM cache_invalidations WHERE created_at >= ? ORDER BY created_at, id LIMIT ?) UNION ALL (SELECT NULL, NULL, NULL, NOW(3))",
-        [new Date(this.since.getTime() - OVERLAP_MS), ROWS_PER_POLL],
-      )) as LogRow[];
-      const logged = rows.filter((row) => row.id !== null);
-      this.deliver(logged);
-      const now = rows.find((row) => row.id === null)?.created_at;
-      this.since = logged.length === ROWS_PER_POLL ? logged[logged.length - 1].created_at : (now ?? this.since);
+      const now = await this.readFrom({ at: new Date(this.since.getTime() - OVERLAP_MS), id: 0 });
+      this.since = now;
+      if (this.failure !== undefined) this.logger.info("reading the invalidation log again");
+      this.failure = undefined;
       if (++this.polls % PRUNE_EVERY_POLLS === 0) await this.prune();
     } catch (error) {
-      this.logger.warn({ err: { message: (error as Error).message } }, "could not read the invalidation log");
-    } finally {
-      this.polling = false;
+      const message = (error as Error).message;
+      if (message !== this.failure) this.logger.warn({ err: { message } }, "could not read the invalidation log");
+      this.failure = message;
     }
+  }
+
+  /**
+   * Delivers every row after `cursor`, page by page; answers the database's time when the first page was read
+   * (the next poll reads from there, less the overlap), so the window follows its clock, not ours.
+   */
+  private async readFrom(cursor: Cursor): Promise<Date> {
+    let now: Date | undefined;
+    for (let page = cursor; this.timer; ) {
+      const rows = (await this.dataSource.query(
+        "(SELECT id, channel, message, created_at FROM cache_invalidations " +
+          "WHERE created_at > ? OR (created_at = ? AND id > ?) ORDER BY created_at, id LIMIT ?) " +
+          "UNION ALL (SELECT NULL, NULL, NULL, UTC_TIMESTAMP(3))",
+        [page.at, page.at, page.id, ROWS_PER_PAGE],
+      )) as LogRow[];
+      now ??= rows.find((row) => row.id === null)?.created_at;
+      const logged = rows.filter((row) => row.id !== null);
+      this.deliver(logged);
+      if (logged.length < ROWS_PER_PAGE) break;
+      const last = logged[logged.length - 1];
+      page = { at: last.created_at, id: Number(last.id) };
+    }
+    return now ?? (this.since as Date);
   }
 
   private deliver(rows: LogRow[]): void {
@@ -110,7 +154,7 @@ export class LoggedInvalidationBus implements InvalidationBus {
 
   private async prune(): Promise<void> {
     await this.dataSource.query(
-      `DELETE FROM cache_invalidations WHERE created_at < NOW(3) - INTERVAL ${KEPT_MINUTES} MINUTE LIMIT 1000`,
+      `DELETE FROM cache_invalidations WHERE created_at < UTC_TIMESTAMP(3) - INTERVAL ${KEPT_MINUTES} MINUTE LIMIT 1000`,
     );
   }
 }
