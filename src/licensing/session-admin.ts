@@ -51,7 +51,8 @@ export async function listSessions(
 
 /**
  * Ends a session at once: its floating seat, or its device's node-locked seat, is free, and its token is refused
- * by every session call on every instance. Ending an ended or released session answers it as it is.
+ * by every session call on every instance. Ending an ended or released session answers it as it is; ending a
+ * released node-locked session also frees the seat its device kept (`freeIdleDevice`).
  */
 export async function endSession(
   deps: LicensingDependencies,
@@ -70,7 +71,9 @@ export async function endSession(
       const found = await store.findSession(manager, sessionId, true);
       if (found?.entitlementId !== entitlementId) throw notFound("session", sessionId);
       if (found.state !== SESSION_STATE.live) {
-        if (!found.isFloating) await freeIdleDevice(manager, store, entitlementId, found.fingerprintHash);
+        if (found.state === SESSION_STATE.released && !found.isFloating) {
+          await freeIdleDevice(manager, store, entitlementId, found.fingerprintHash);
+        }
         return { session: found, ended: false };
       }
       await store.endSession(manager, found, SESSION_STATE.ended, now);

@@ -196,6 +196,26 @@ each("the vendor ending a released node-locked session frees the seat its device
     "ending a replaced session leaves the seat to the device's live session",
   );
   t.is((await sessionCall(server.baseUrl, again.body.licenseToken, "check-in")).status, 200);
+
+  t.is((await sessionCall(server.baseUrl, again.body.licenseToken, "release")).status, 200);
+  const endedAgain = await rest(
+    server.baseUrl,
+    "DELETE",
+    `${ENTITLEMENTS}/${entitlementId}/sessions/${sessionIdOf(moved.body.licenseToken)}`,
+  );
+  t.is(endedAgain.status, 200);
+  t.is(
+    (await activate(server.baseUrl, { activationCode: code, fingerprint: "third-pc" })).status,
+    409,
+    "ending a replaced session changes nothing: the device's released session still keeps its seat",
+  );
+  const endedReleased = await rest(
+    server.baseUrl,
+    "DELETE",
+    `${ENTITLEMENTS}/${entitlementId}/sessions/${sessionIdOf(again.body.licenseToken)}`,
+  );
+  t.is(endedReleased.status, 200);
+  t.is((await activate(server.baseUrl, { activationCode: code, fingerprint: "third-pc" })).status, 200);
 });
 
 each("revocation and activation-disabled show at the next check-in, renew and activation", async (t, mode) => {
