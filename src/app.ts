@@ -142,6 +142,7 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
       stopStallWatch = watchStalledStatements(
         dataSource,
         statementStallMs(dataSource, config.database.statementStallSeconds),
+        logger,
       );
     }
   } catch (error) {

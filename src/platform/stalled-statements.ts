@@ -1,4 +1,5 @@
 import type { DataSource } from "typeorm";
+import type { Logger } from "./logger.js";
 
 /**
  * What a statement fails with when its connection received nothing for too long: mysql2's lost connection
@@ -37,19 +38,53 @@ interface Silence {
  * connection until TCP gives up, about fifteen minutes later. Its statement fails as a lost connection and the
  * pool makes a new connection. A sweep of the pool each second finds them, so statements cost nothing to watch
  * and every statement is watched, whoever sent it. Answers the watch's stop.
+ *
+ * The sweep reads fields of mysql2's pool and connections that are not its public API (the version is pinned in
+ * package.json): when they are not there, the watch warns once and stops rather than fail every second.
  */
-export function watchStalledStatements(dataSource: DataSource, stallMs: number): () => void {
+export function watchStalledStatements(dataSource: DataSource, stallMs: number, logger: Logger): () => void {
   const pool = (dataSource.driver as unknown as { pool: ConnectionPool }).pool;
+  const cannotWatch = (problem: string) => {
+    logger.warn({ problem }, "MySQL statements are not watched for silence: this mysql2 is not the one expected");
+    return () => {};
+  };
+  const shape = poolShapeProblem(pool);
+  if (shape) return cannotWatch(shape);
   let silences = new Map<PooledConnection, Silence>();
   const sweep = setInterval(
     () => {
-      silences = silencesNow(pool, silences);
-      closeStalled(silences, stallMs);
+      try {
+        silences = silencesNow(pool, silences);
+        closeStalled(silences, stallMs);
+      } catch (error) {
+        clearInterval(sweep);
+        cannotWatch((error as Error).message);
+      }
     },
     Math.min(1000, stallMs / 4),
   );
   sweep.unref();
   return () => clearInterval(sweep);
+}
+
+/** What is missing of what the watch reads in mysql2's pool and its connections; undefined when nothing is. */
+export function poolShapeProblem(pool: unknown): string | undefined {
+  const connections = (pool as Partial<ConnectionPool> | undefined)?._allConnections;
+  if (typeof connections?.length !== "number" || typeof connections.get !== "function") {
+    return "the pool has no _allConnections queue";
+  }
+  for (let index = 0; index < connections.length; index++) {
+    const problem = connectionShapeProblem(connections.get(index));
+    if (problem) return problem;
+  }
+  return undefined;
+}
+
+function connectionShapeProblem(connection: Partial<PooledConnection> | undefined): string | undefined {
+  if (!connection || !("_command" in connection)) return "a pooled connection has no _command";
+  if (typeof connection.stream?.bytesRead !== "number") return "a pooled connection's stream has no bytesRead";
+  if (typeof connection.destroy !== "function") return "a pooled connection has no destroy()";
+  return undefined;
 }
 
 /** Each connection waiting for an answer, and since when it has received nothing (as far as sweeps can tell). */
@@ -58,6 +93,8 @@ function silencesNow(pool: ConnectionPool, before: Map<PooledConnection, Silence
   const silences = new Map<PooledConnection, Silence>();
   for (let index = 0; index < pool._allConnections.length; index++) {
     const connection = pool._allConnections.get(index);
+    const shape = connectionShapeProblem(connection);
+    if (shape) throw new Error(shape);
     if (!connection._command) continue;
     const bytesRead = connection.stream.bytesRead;
     const silence = before.get(connection);

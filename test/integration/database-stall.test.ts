@@ -1,4 +1,8 @@
+import { Writable } from "node:stream";
 import anyTest, { type TestFn } from "ava";
+import type { DataSource } from "typeorm";
+import { createLogger } from "../../src/platform/logger.js";
+import { poolShapeProblem, watchStalledStatements } from "../../src/platform/stalled-statements.js";
 import { PRODUCTS, rest } from "../support/rest.js";
 import { startTcpProxy, type TcpProxy } from "../support/tcp-proxy.js";
 import { startBehindProxy, type TestServer } from "../support/test-server.js";
@@ -64,4 +68,28 @@ test.serial("a statement that waits for a lock shorter than the bound is left al
   const { server } = t.context;
   const [{ slept }] = (await server.app.dataSource.query("SELECT SLEEP(1) AS slept")) as { slept: number }[];
   t.is(Number(slept), 0, "1 s of silence, under the 2 s bound, ends normally");
+});
+
+test.serial("the installed mysql2 has what the watch reads, and a pool without it is left unwatched", async (t) => {
+  const { server } = t.context;
+  const pool = (server.app.dataSource.driver as unknown as { pool: unknown }).pool;
+  t.is(poolShapeProblem(pool), undefined);
+  t.false(server.logs.some((line) => line.includes("not watched for silence")));
+
+  const logs: string[] = [];
+  const sink = new Writable({
+    write(chunk, _encoding, callback) {
+      logs.push(String(chunk));
+      callback();
+    },
+  });
+  const changedPool = { pool: { _allConnections: undefined } };
+  const stop = watchStalledStatements(
+    { driver: changedPool } as unknown as DataSource,
+    2000,
+    createLogger("info", sink),
+  );
+  stop();
+  t.is(logs.filter((line) => line.includes("not watched for silence")).length, 1);
+  t.regex(logs[0], /_allConnections/);
 });
