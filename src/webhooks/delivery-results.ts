@@ -116,13 +116,15 @@ export class ResultWriter {
       );
     });
     const statements = [...deliveries.addAttemptsStatements(attempts), ...settlements];
+    const lostCopies = deliveries.dropLostCopiesStatements(attempts);
     if (individual.length === 0) {
-      await transaction.commitWith(statements);
+      await transaction.commitWith([...statements, ...lostCopies]);
       return;
     }
     await transaction.run(statements);
     const manager = await transaction.open();
     for (const result of individual) await this.settleWithSubscription(manager, result, now);
+    if (lostCopies.length > 0) await transaction.run(lostCopies);
   }
 
   private async settleWithSubscription(manager: EntityManager, result: DeliveryResult, now: Date): Promise<void> {

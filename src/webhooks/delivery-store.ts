@@ -141,6 +141,18 @@ export class DeliveryStore {
   }
 
   /**
+   * Deletes the rows a claim takeover wrote for these attempts as lost (`lostAttemptRow`): the instance that made
+   * them was slow, not gone, and its own rows say what happened. Sent after the attempts' settlements, which wait
+   * for a takeover in progress, so that its row is committed and seen.
+   */
+  dropLostCopiesStatements(attempts: WebhookAttemptRow[]): Statement[] {
+    return chunks(attempts, ROWS_PER_INSERT).map((chunk) => ({
+      sql: `DELETE FROM webhook_delivery_attempts WHERE error = ? AND (${chunk.map(() => "(delivery_id = ? AND attempt = ?)").join(" OR ")})`,
+      parameters: [LOST_ATTEMPT_ERROR, ...chunk.flatMap((attempt) => [attempt.deliveryId, attempt.attempt])],
+    }));
+  }
+
+  /**
    * Settles deliveries claimed under one claim with the same outcome, in one statement (each one step further on
    * its schedule); those whose claim was taken over meanwhile are left alone.
    */
@@ -286,8 +298,11 @@ function marks(values: unknown[]): string {
 /**
  * The audit row of an attempt whose claim expired with no outcome recorded: the instance that made it stopped (or
  * could not write the outcome) while it was in flight. Settling always clears the claim, so a due delivery still
- * naming one was left that way.
+ * naming one was left that way. Should that instance record the attempt after all, its row replaces this one.
  */
+const LOST_ATTEMPT_ERROR =
+  "no outcome recorded before its claim expired: the instance sending it stopped, or could not record it";
+
 function lostAttemptRow(delivery: WebhookDeliveryRow): WebhookAttemptRow {
   return {
     id: randomUUID(),
@@ -296,7 +311,7 @@ function lostAttemptRow(delivery: WebhookDeliveryRow): WebhookAttemptRow {
     startedAt: delivery.lastAttemptAt ?? delivery.createdAt,
     durationMs: 0,
     statusCode: 0,
-    error: "no outcome recorded before its claim expired: the instance sending it stopped, or could not record it",
+    error: LOST_ATTEMPT_ERROR,
     responseBody: null,
     responseTruncated: false,
   };

@@ -290,3 +290,39 @@ each("an inactive subscription announces no renewals", async (t, mode) => {
     await receiver.close();
   }
 });
+
+each("an attempt recorded after its claim was taken over has one audit row, its own", async (t, mode) => {
+  const { server, clock } = t.context.servers[mode];
+  const { receiver, id } = await subscribe(server, ["Entitlement.PlanApplied"]);
+  let release = () => {};
+  receiver.hold = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  try {
+    const entitlementId = await entitlement(server, {});
+    const first = await receiver.waitFor((received) => received.envelope.entityid === entitlementId);
+    const eventId = String(first.headers["webhook-id"]);
+    // Past the claim (the timeout + 30 s) while the first attempt is still out: the claim is taken over.
+    clock.advance(15_000 + 30_000 + 1000);
+    await receiver.waitFor((received) => received !== first && received.headers["webhook-id"] === eventId);
+    release();
+    await waitForNoClaimedDelivery(server);
+
+    const listed = await rest(server.baseUrl, "GET", `${SUBSCRIPTIONS}/${id}/deliveries?pageSize=100`);
+    const delivery = (listed.body.items as { id: string; eventId: string }[]).find((item) => item.eventId === eventId);
+    const detail = await rest(server.baseUrl, "GET", `/api/v1/webhooks/admin/deliveries/${delivery?.id}`);
+    const attempts = detail.body.attempts as { attempt: number; statusCode: number; error: string }[];
+    t.deepEqual(
+      attempts.map((attempt) => [attempt.attempt, attempt.statusCode]),
+      [
+        [1, 204],
+        [2, 204],
+      ],
+      JSON.stringify(attempts),
+    );
+  } finally {
+    release();
+    receiver.hold = undefined;
+    await receiver.close();
+  }
+});

@@ -18,6 +18,8 @@ export class WebhookReceiver {
   /** The subscription's secret, set once known, for signing challenge replies. */
   secret = "";
   answer: Answer = (received) => this.challengeReply(received) ?? { status: 204 };
+  /** While set, requests arriving are answered only once it resolves. */
+  hold: Promise<void> | undefined;
   private readonly server: http.Server;
 
   private constructor() {
@@ -28,9 +30,11 @@ export class WebhookReceiver {
         const body = Buffer.concat(chunks);
         const received = { headers: request.headers, body, envelope: JSON.parse(body.toString("utf8")) };
         this.received.push(received);
-        const answer = this.answer(received);
-        response.writeHead(answer.status, answer.headers ?? {});
-        response.end(answer.body ?? "");
+        void (this.hold ?? Promise.resolve()).then(() => {
+          const answer = this.answer(received);
+          response.writeHead(answer.status, answer.headers ?? {});
+          response.end(answer.body ?? "");
+        });
       });
     });
   }
