@@ -148,14 +148,24 @@ function isHttpUrl(text: string): boolean {
 
 const CLIENT_ID = /^[A-Za-z0-9._~-]{1,64}$/;
 
+/**
+ * The key encryption key's 32 bytes, from base64 or base64url, padded or not, with surrounding white space; null
+ * for anything else. Node's base64 decoder skips what is not base64, so the value must be the key's own encoding.
+ */
+function decodedKey(encoded: string): Buffer | null {
+  const urlSafe = encoded.trim().replace(/=$/, "").replaceAll("+", "-").replaceAll("/", "_");
+  if (!/^[A-Za-z0-9_-]{43}$/.test(urlSafe)) return null;
+  const key = Buffer.from(urlSafe, "base64url");
+  return key.toString("base64url") === urlSafe ? key : null;
+}
+
 function authConfig(env: NodeJS.ProcessEnv): AuthConfig {
   const port = optional(env, "PORT") ?? "8080";
   const issuer = optional(env, "PUBLIC_BASE_URL") ?? `http://localhost:${port}`;
   checkPublicBaseUrl(issuer);
   const encodedKey = optional(env, "PROVISION_KEY_ENCRYPTION_KEY");
-  const keyEncryptionKey = encodedKey ? Buffer.from(encodedKey, "base64") : undefined;
-  // Node's base64 decoder skips what is not base64: only a value that is the key's own encoding is taken.
-  if (keyEncryptionKey && (keyEncryptionKey.length !== 32 || keyEncryptionKey.toString("base64") !== encodedKey)) {
+  const keyEncryptionKey = encodedKey === undefined ? undefined : decodedKey(encodedKey);
+  if (keyEncryptionKey === null) {
     throw new ConfigError("PROVISION_KEY_ENCRYPTION_KEY", "must be 32 bytes in base64 (openssl rand -base64 32)");
   }
   const clientId = optional(env, "PROVISION_BOOTSTRAP_CLIENT_ID");

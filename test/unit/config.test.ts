@@ -156,6 +156,21 @@ test("the other variables are read as given", (t) => {
   });
 });
 
+test("the key encryption key is read from base64 or base64url, padded or not", (t) => {
+  const key = Buffer.from(Array.from({ length: 32 }, (_, index) => 250 - index * 3));
+  const encodings = [
+    key.toString("base64"),
+    key.toString("base64").replace(/=$/, ""),
+    key.toString("base64url"),
+    `${key.toString("base64url")}=`,
+    `${key.toString("base64")}\n`,
+  ];
+  t.true(/[+/]/.test(encodings[0]) && /[-_]/.test(encodings[2]), "the key's encodings differ in their alphabets");
+  for (const encoded of encodings) {
+    t.deepEqual(loadConfig({ PROVISION_KEY_ENCRYPTION_KEY: encoded }).auth.keyEncryptionKey, key, encoded);
+  }
+});
+
 test("the auth variables are read as given", (t) => {
   const key = Buffer.alloc(32, 7);
   const secret = "s".repeat(32);
@@ -230,6 +245,8 @@ const INVALID: [env: Record<string, string>, variable: string][] = [
   [{ PROVISION_KEY_ENCRYPTION_KEY: Buffer.alloc(16, 1).toString("base64") }, "PROVISION_KEY_ENCRYPTION_KEY"],
   [{ PROVISION_KEY_ENCRYPTION_KEY: Buffer.alloc(33, 1).toString("base64") }, "PROVISION_KEY_ENCRYPTION_KEY"],
   [{ PROVISION_KEY_ENCRYPTION_KEY: "not-base64-at-all" }, "PROVISION_KEY_ENCRYPTION_KEY"],
+  [{ PROVISION_KEY_ENCRYPTION_KEY: `${Buffer.alloc(32, 1).toString("base64")}=` }, "PROVISION_KEY_ENCRYPTION_KEY"],
+  [{ PROVISION_KEY_ENCRYPTION_KEY: "A".repeat(42) + "B" }, "PROVISION_KEY_ENCRYPTION_KEY"],
   [{ PROVISION_BOOTSTRAP_CLIENT_ID: "ops-admin" }, "PROVISION_BOOTSTRAP_CLIENT_SECRET"],
   [{ PROVISION_BOOTSTRAP_CLIENT_SECRET: BOOTSTRAP_SECRET }, "PROVISION_BOOTSTRAP_CLIENT_ID"],
   [
