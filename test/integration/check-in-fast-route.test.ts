@@ -97,6 +97,16 @@ each("a remembered token still gets the full pipeline's answer to anything unusu
 
   const asText = await post(server, mine, { body: "{}", headers: { "content-type": "text/plain" } });
   t.is(asText.status, 415);
+  const asLatin1 = await post(server, mine, {
+    body: "{}",
+    headers: { "content-type": "application/json; charset=iso-8859-1" },
+  });
+  t.is(asLatin1.status, 415, "JSON in another charset than UTF-8 is refused, as the full pipeline refuses it");
+  const asUtf8 = await post(server, mine, {
+    body: "{}",
+    headers: { "content-type": "application/json; charset=UTF-8" },
+  });
+  t.is(asUtf8.status, 200);
   const broken = await post(server, mine, { body: "{", headers: { "content-type": "application/json" } });
   t.is(broken.status, 400);
   t.is((await problemOf(broken)).type, "urn:provision:problem:malformed-json");

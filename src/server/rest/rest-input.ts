@@ -116,8 +116,15 @@ export function readSmallBody(request: NodeRequest): Buffer | Promise<Buffer> | 
 /** A body that says nothing: empty, or an empty JSON object sent as JSON. */
 export function isEmptyBody(request: NodeRequest, bytes: Buffer): boolean {
   if (bytes.length === 0) return true;
-  if (bytes.length > 64 || !JSON_CONTENT_TYPES.has(mediaTypeOf(request.headers["content-type"]))) return false;
+  if (bytes.length > 64 || !isUtf8Json(request.headers["content-type"])) return false;
   return /^\s*\{\s*\}\s*$/.test(bytes.toString("utf8"));
+}
+
+/** Whether the content type is JSON in UTF-8 (named, or by default). */
+function isUtf8Json(header: string | undefined): boolean {
+  if (!JSON_CONTENT_TYPES.has(mediaTypeOf(header))) return false;
+  const charset = charsetOf(header);
+  return charset === undefined || UTF8_CHARSETS.has(charset);
 }
 
 function jsonOfBody(request: NodeRequest, bytes: Buffer): { json: JsonValue | undefined } | RequestProblem {
