@@ -19,13 +19,17 @@ const CLIENT_MISTAKES = [
   /^decompression failed$/,
 ];
 const INTERNAL = String(Code.Internal);
-const INVALID_ARGUMENT = String(Code.InvalidArgument);
 const RESOURCE_EXHAUSTED = String(Code.ResourceExhausted);
 /** connect-node's refusal of a body over `readMaxBytes` (BODY_LIMIT_BYTES), read before any interceptor runs. */
 const OVERSIZE = /is larger than configured readMaxBytes (\d+)$/;
 
 export function isClientMistake(message: string): boolean {
   return CLIENT_MISTAKES.some((pattern) => pattern.test(message));
+}
+
+/** A client mistake's error: `invalid_argument` with the ProblemDetails every other error carries. */
+function malformed(message: string): ConnectError {
+  return toConnectError(new DomainError("invalid-argument", message, { slug: "malformed-request" }));
 }
 
 /**
@@ -40,7 +44,7 @@ function oversize(message: string): ConnectError | undefined {
 
 /**
  * Wraps one RPC's handler so that a client mistake is `invalid_argument` (HTTP 400, gRPC status 3) on every
- * protocol, a body over the limit carries its ProblemDetails, and the empty 415 and 405 connect-node answers carry
+ * protocol with the `malformed-request` ProblemDetails, a body over the limit carries its ProblemDetails, and the empty 415 and 405 connect-node answers carry
  * a Connect error body.
  */
 export function answeringClientMistakes(handler: UniversalHandler): UniversalHandler {
@@ -83,7 +87,7 @@ function reclassifyGrpcStatus(trailer: Headers): boolean {
     return true;
   }
   if (status !== INTERNAL || !isClientMistake(message)) return false;
-  trailer.set("grpc-status", INVALID_ARGUMENT);
+  setTrailerStatus(trailer, malformed(message));
   return true;
 }
 
@@ -95,8 +99,7 @@ async function reclassifyConnectUnary(response: UniversalServerResponse): Promis
   if (error?.code !== codeToString(Code.Internal) || !isClientMistake(error.message ?? "")) {
     return { ...response, body: createAsyncIterable([bytes]) };
   }
-  const text = new TextEncoder().encode(JSON.stringify({ ...error, code: codeToString(Code.InvalidArgument) }));
-  return withConnectError(response, 400, text);
+  return withConnectError(response, 400, errorToJsonBytes(malformed(error.message ?? ""), {}));
 }
 
 function withConnectError(response: UniversalServerResponse, status: number, text: Uint8Array) {

@@ -1,8 +1,11 @@
 import { once } from "node:events";
 import http2 from "node:http2";
 import { gzipSync } from "node:zlib";
-import { create, toBinary } from "@bufbuild/protobuf";
+import { create, type JsonValue, toBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { errorFromJson } from "@connectrpc/connect/protocol-connect";
+import { findTrailerError } from "@connectrpc/connect/protocol-grpc";
+import { trailerParse } from "@connectrpc/connect/protocol-grpc-web";
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import * as grpc from "@grpc/grpc-js";
 import anyTest, { type ExecutionContext, type TestFn } from "ava";
@@ -228,4 +231,35 @@ test("a message over BODY_LIMIT_BYTES is resource_exhausted with its ProblemDeta
     t.is(connectError.rawMessage, "the body exceeds 2048 bytes", name);
     t.is(connectError.findDetails(ProblemDetailsSchema)[0]?.type, "urn:provision:problem:body-too-large", name);
   }
+});
+
+test("a message that is not protobuf carries the malformed-request ProblemDetails, on every protocol", async (t) => {
+  const { server } = t.context;
+  const problemOf = (error: ConnectError | undefined) => error?.findDetails(ProblemDetailsSchema)[0];
+  const expected = { code: Code.InvalidArgument, type: "urn:provision:problem:malformed-request" };
+
+  const connect = await connectCall(server, CREATE_PRODUCT, "application/proto", MALFORMED);
+  const connectError = errorFromJson(connect.error as JsonValue, undefined, new ConnectError("unreadable"));
+  t.deepEqual({ code: connectError.code, type: problemOf(connectError)?.type }, expected, "Connect");
+  t.regex(connectError.rawMessage, /^parse binary/);
+
+  const grpcJs = await grpcJsCall(server, CREATE_PRODUCT, MALFORMED);
+  const details = grpcJs?.metadata.get("grpc-status-details-bin")[0] as Buffer | undefined;
+  const grpcError = findTrailerError(
+    new Headers({
+      "grpc-status": String(grpcJs?.code),
+      "grpc-message": encodeURIComponent(grpcJs?.details ?? ""),
+      "grpc-status-details-bin": details?.toString("base64") ?? "",
+    }),
+  );
+  t.deepEqual({ code: grpcError?.code, type: problemOf(grpcError)?.type }, expected, "gRPC");
+
+  const response = await fetch(server.baseUrl + CREATE_PRODUCT, {
+    method: "POST",
+    headers: { "content-type": "application/grpc-web+proto", authorization: server.adminAuthorization },
+    body: envelope(0, MALFORMED),
+  });
+  const body = Buffer.from(await response.arrayBuffer());
+  const webError = findTrailerError(trailerParse(body.subarray(5)));
+  t.deepEqual({ code: webError?.code, type: problemOf(webError)?.type }, expected, "gRPC-Web");
 });
