@@ -182,6 +182,34 @@ for (const mode of MODES) {
     },
   );
 
+  test.serial(`under seats lowered below those in use, a device holding one activates again (${mode})`, async (t) => {
+    const { server } = t.context[mode];
+    const { dataSource } = server.app;
+    const seatsPath = (id: string) =>
+      `/api/v1/provision/operational/entitlement/entitlements/${id}/policies/claim-based/seats`;
+    for (const [policy, floating] of [
+      [POLICY, true],
+      [NODE_LOCKED, false],
+    ] as const) {
+      const { entitlementId, code } = await entitlementWithCode(server.baseUrl, policy);
+      const activation = (fingerprint: string) => activate(server.baseUrl, { activationCode: code, fingerprint });
+      const a = activated(t, await activation("a"));
+      activated(t, await activation("b"));
+      const lowered = await rest(server.baseUrl, "PUT", seatsPath(entitlementId), {
+        numberOfSeats: 1,
+        isFloatingLicense: floating,
+      });
+      t.is(lowered.status, 200, JSON.stringify(lowered.body));
+      refusedForSeats(t, await activation("c"));
+      const again = activated(t, await activation("a"));
+      t.is((await sessionCall(server.baseUrl, a, "check-in")).status, 401, "its earlier session ended");
+      t.is((await sessionCall(server.baseUrl, again, "check-in")).status, 200);
+      if (floating) await expectSeats(t, dataSource, entitlementId, 2);
+      else await expectDevices(t, dataSource, entitlementId, 2);
+      refusedForSeats(t, await activation("c"));
+    }
+  });
+
   test.serial(`a switch of what holds the seats counts the live sessions under the new kind (${mode})`, async (t) => {
     const { server } = t.context[mode];
     const { dataSource } = server.app;
