@@ -107,9 +107,10 @@ function floatingSeatCheck(store: SessionStore, request: SeatRequest, seats: num
       const looks = mayHaveLapsed(count, now);
       const lapsed = looks ? store.idsOf((await run([counts.lapsedStatement(entitlementId, now)]))[0]) : [];
       const held = count.held - new Set([...endingSeats, ...lapsed]).size;
-      // A device activating again in place of a session holding a seat adds none: it is let in under a limit
-      // lowered below the seats in use, as a node-locked device holding one is.
-      if (endingSeats.length === 0 && allTaken(held, seats)) throw seatLimit(seats);
+      // A device activating again in place of a session still holding a seat (its grace not over) adds none: it
+      // is let in under a limit lowered below the seats in use, as a node-locked device holding one is.
+      const stillHolding = endingSeats.some((id) => !lapsed.includes(id));
+      if (!stillHolding && allTaken(held, seats)) throw seatLimit(seats);
       if (looks) {
         const release = lapsed.length > 0 ? [counts.releaseStatement(lapsed)] : [];
         return [...release, counts.recountStatement(entitlementId, held + 1, graceEndsAt)];

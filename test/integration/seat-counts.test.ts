@@ -210,6 +210,33 @@ for (const mode of MODES) {
     }
   });
 
+  test.serial(
+    `under seats lowered below those in use, a device whose seat lapsed is a new one (${mode})`,
+    async (t) => {
+      const { server, clock } = t.context[mode];
+      const { entitlementId, code } = await entitlementWithCode(server.baseUrl, {
+        claimBasedActivation: { ...POLICY.claimBasedActivation, numberOfSeats: 3 },
+      });
+      const activation = (fingerprint: string) => activate(server.baseUrl, { activationCode: code, fingerprint });
+      activated(t, await activation("a"));
+      const b = activated(t, await activation("b"));
+      const c = activated(t, await activation("c"));
+      const lowered = await rest(
+        server.baseUrl,
+        "PUT",
+        `/api/v1/provision/operational/entitlement/entitlements/${entitlementId}/policies/claim-based/seats`,
+        { numberOfSeats: 2, isFloatingLicense: true },
+      );
+      t.is(lowered.status, 200, JSON.stringify(lowered.body));
+      clock.advance(LEASE_MS * 0.75);
+      const renewed = [];
+      for (const token of [b, c]) renewed.push(activated(t, await sessionCall(server.baseUrl, token, "renew")));
+      clock.advance(LEASE_MS * 0.25 + GRACE_MS + 1000);
+      refusedForSeats(t, await activation("a"));
+      for (const token of renewed) t.is((await sessionCall(server.baseUrl, token, "check-in")).status, 200);
+    },
+  );
+
   test.serial(`a switch of what holds the seats counts the live sessions under the new kind (${mode})`, async (t) => {
     const { server } = t.context[mode];
     const { dataSource } = server.app;
