@@ -1,7 +1,13 @@
 import type { HandlerContext } from "@connectrpc/connect";
 import { providerOf } from "../server/tenant.js";
 import { SESSION_STATE } from "./entities.js";
-import { cachedSession, type SessionCallDependencies, sessionGone, sessionOfCall } from "./session-calls.js";
+import {
+  cachedSession,
+  type SessionCallDependencies,
+  sessionGone,
+  sessionLapsed,
+  sessionOfCall,
+} from "./session-calls.js";
 
 /** The session a session call (usage, logs, metrics, ratings) records for, with its owners. */
 export interface SessionOfCall {
@@ -11,11 +17,11 @@ export interface SessionOfCall {
 }
 
 /** What tells whether a session is live: the per-instance session cache check-in reads, and its loader. */
-export type LiveSessions = Pick<SessionCallDependencies, "caches" | "store" | "dataSource">;
+export type LiveSessions = Pick<SessionCallDependencies, "caches" | "store" | "dataSource" | "clock">;
 
 /**
  * The caller's session, which must be `sessionId` (403 `wrong-session` otherwise) and still live: a released or
- * ended session's token is refused (401) as check-in refuses it. The session's state comes from the cache
+ * ended session's token is refused (401) as check-in refuses it, and so is one whose session's own grace is over. The session's state comes from the cache
  * check-in keeps on each instance (dropped everywhere when the session changes): no database read per call.
  */
 export async function liveSessionOfCall(
@@ -26,5 +32,6 @@ export async function liveSessionOfCall(
   const caller = sessionOfCall({ sessionId }, context);
   const session = await cachedSession(sessions, sessionId);
   if (session?.state !== SESSION_STATE.live) throw sessionGone(session?.state ?? SESSION_STATE.ended);
+  if (session.graceEndsAt <= sessions.clock.now()) throw sessionLapsed();
   return { sessionId, entitlementId: caller.entitlementId, providerId: providerOf(context) };
 }

@@ -66,7 +66,7 @@ export function sessionGone(state: number): DomainError {
 const LAPSED = 0;
 
 /** The 401 answer to a token whose session's lease and grace ended before the token's own grace end. */
-function sessionLapsed(): DomainError {
+export function sessionLapsed(): DomainError {
   return new DomainError("unauthenticated", "the license session's lease and grace are over; activate again", {
     slug: "invalid-license-token",
     headers: { "www-authenticate": bearerChallenge("invalid_token", "session lapsed") },

@@ -14,7 +14,7 @@ const PLAIN_AMOUNT = /^\d{1,10}(?:\.\d{1,6})?$/;
 /**
  * REST pre-allocation for a live session whose token this instance verified before, with `?amount=` alone in
  * the query. It declines (and the full pipeline answers) until the reservation is certain to be tried: a token
- * not seen yet, a session no longer live, another query, an amount or metric refused. From the reservation on,
+ * not seen yet, a session no longer live (or past its own grace), another query, an amount or metric refused. From the reservation on,
  * it answers its own result and failures, as a pre-allocation must not be tried twice.
  */
 export function preallocationFastRoute(deps: UsageDependencies, tokens: LicenseTokens): FastRoute<LicenseClaims> {
@@ -26,7 +26,7 @@ export function preallocationFastRoute(deps: UsageDependencies, tokens: LicenseT
       const amount = plainAmount(query);
       if (amount === undefined) return undefined;
       const session = await cachedSession(deps.sessions, claims.sessionId);
-      if (session?.state !== SESSION_STATE.live) return undefined;
+      if (session?.state !== SESSION_STATE.live || session.graceEndsAt <= deps.clock.now()) return undefined;
       const { sessionId, entitlementId, providerId } = claims;
       const caller = { sessionId, entitlementId, providerId };
       const target = await preallocationTarget(deps, caller, variables.metric, amountOf(amount));

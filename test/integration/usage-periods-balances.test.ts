@@ -3,6 +3,7 @@ import os from "node:os";
 import path from "node:path";
 import anyTest, { type TestFn } from "ava";
 import { bearerWithScopes } from "../support/credentials.js";
+import { sessionCall } from "../support/licensing.js";
 import { type ManualClock, manualClock } from "../support/manual-clock.js";
 import {
   API_CALLS,
@@ -16,6 +17,7 @@ import {
   usageEventsOf,
   usageItems,
 } from "../support/metering.js";
+import { sendRecords } from "../support/observability.js";
 import { defaultAuthorization, rest } from "../support/rest.js";
 import { startTestServer, type TestServer } from "../support/test-server.js";
 import { keepOutboxEvents } from "../support/webhooks.js";
@@ -317,4 +319,40 @@ for (const kind of ["mysql", "embedded"] as const) {
       t.like((await preallocate(server.baseUrl, session, "api-calls", 1)).body, { granted: true, currentValue: 12 });
     },
   );
+}
+
+for (const kind of ["mysql", "embedded"] as const) {
+  test.serial(`${kind}: a session past its own grace records nothing: usage, pre-allocation, logs`, async (t) => {
+    const server = t.context.servers[kind];
+    const clock = t.context.clocks[kind];
+    await advance(server, clock, 0);
+    const entitlement = await meteredEntitlement(server.baseUrl, [API_CALLS], {
+      leaseTime: "00:10:00",
+      gracePeriod: "00:01:00",
+    });
+    const session = await meteredSession(server.baseUrl, entitlement);
+    const token = session.authorization.slice("Bearer ".length);
+    // Each call once while the session runs: the instance remembers the token (REST fast routes).
+    t.is((await preallocate(server.baseUrl, session, "api-calls", 1)).status, 200);
+    t.is((await sendUsage(server.baseUrl, session, usageItems("api-calls", [1]))).status, 200);
+    t.is(
+      (await sendRecords(server.baseUrl, session, "log", [{ eventName: "info", eventData: "running" }])).status,
+      200,
+    );
+    // A renewal shortens the session's lease below the token's: its grace ends long before the token's.
+    const renewed = await sessionCall(server.baseUrl, token, "renew", { requestedLeaseDuration: "10s" });
+    t.is(renewed.status, 200, JSON.stringify(renewed.body));
+    clock.advance(10_000 + 60_000 + 1000);
+
+    const refusals = {
+      checkIn: await sessionCall(server.baseUrl, token, "check-in"),
+      preallocate: await preallocate(server.baseUrl, session, "api-calls", 1),
+      usage: await sendUsage(server.baseUrl, session, usageItems("api-calls", [1], 2)),
+      log: await sendRecords(server.baseUrl, session, "log", [{ eventName: "info", eventData: "late" }]),
+    };
+    for (const [call, answer] of Object.entries(refusals)) {
+      t.is(answer.status, 401, `${call}: ${JSON.stringify(answer.body)}`);
+      t.is(answer.body.type, "urn:provision:problem:invalid-license-token", call);
+    }
+  });
 }
