@@ -18,7 +18,7 @@ export function seatKindOf(row: Pick<EntitlementRow, "activationPolicy">): SeatK
  * lock, in the transaction that changes the policy): each kind keeps its own count, so the live sessions
  * activated under the other kind, or with no seats counted at all, would otherwise hold none, and a limit would
  * let that many more in. Floating: every live session whose grace is not over holds a seat. Node-locked: every
- * device with a live session holds one, beside the devices that held one already.
+ * device with such a session holds one, beside the devices that held one already.
  */
 export async function recountSeatsForKind(
   manager: EntityManager,
@@ -49,8 +49,8 @@ async function holdDevices(manager: EntityManager, store: SessionStore, entitlem
       ? "ON DUPLICATE KEY UPDATE fingerprint_hash = entitlement_devices.fingerprint_hash"
       : "ON CONFLICT DO NOTHING";
   await manager.query(
-    `INSERT INTO entitlement_devices (entitlement_id, fingerprint_hash, fingerprint, created_at, activation_code_id) SELECT entitlement_id, fingerprint_hash, MIN(fingerprint), ?, MIN(activation_code_id) FROM license_sessions WHERE entitlement_id = ? AND state = ? GROUP BY entitlement_id, fingerprint_hash ${unlessPresent}`,
-    [store.date(now), entitlementId, SESSION_STATE.live],
+    `INSERT INTO entitlement_devices (entitlement_id, fingerprint_hash, fingerprint, created_at, activation_code_id) SELECT entitlement_id, fingerprint_hash, MIN(fingerprint), ?, MIN(activation_code_id) FROM license_sessions WHERE entitlement_id = ? AND state = ? AND grace_ends_at > ? GROUP BY entitlement_id, fingerprint_hash ${unlessPresent}`,
+    [store.date(now), entitlementId, SESSION_STATE.live, store.date(now)],
   );
   await manager.query("DELETE FROM entitlement_device_counts WHERE entitlement_id = ?", [entitlementId]);
   await manager.query(

@@ -237,6 +237,28 @@ for (const mode of MODES) {
     },
   );
 
+  test.serial(
+    `a switch to node-locked gives no seat to a device whose floating session lapsed (${mode})`,
+    async (t) => {
+      const { server, clock } = t.context[mode];
+      const { entitlementId, code } = await entitlementWithCode(server.baseUrl, POLICY);
+      const activation = (fingerprint: string) => activate(server.baseUrl, { activationCode: code, fingerprint });
+      activated(t, await activation("abandoned"));
+      clock.advance(LEASE_MS + GRACE_MS + 1000);
+      activated(t, await activation("b"));
+      const switched = await rest(
+        server.baseUrl,
+        "PUT",
+        `/api/v1/provision/operational/entitlement/entitlements/${entitlementId}/policies/claim-based/seats`,
+        { numberOfSeats: 2, isFloatingLicense: false },
+      );
+      t.is(switched.status, 200, JSON.stringify(switched.body));
+      await expectDevices(t, server.app.dataSource, entitlementId, 1);
+      activated(t, await activation("c"));
+      refusedForSeats(t, await activation("d"));
+    },
+  );
+
   test.serial(`a switch of what holds the seats counts the live sessions under the new kind (${mode})`, async (t) => {
     const { server } = t.context[mode];
     const { dataSource } = server.app;
