@@ -90,7 +90,8 @@ export async function endSession(
 
 /**
  * A node-locked device whose session was released without a transfer still holds its seat, for good but for the
- * vendor: ending that session frees it, unless the device has activated again (its live session holds the seat).
+ * vendor: ending that session (or any released session of the device) frees it, unless the device has a live session
+ * again (which holds the seat).
  */
 async function freeIdleDevice(
   manager: EntityManager,
