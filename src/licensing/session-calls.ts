@@ -149,6 +149,9 @@ export async function renewSession(
   const requestedMs = requestedLeaseMs(request.requestedLeaseDuration);
   const renewed = await inBatchedTransaction(deps.dataSource, (transaction) =>
     renewInTransaction(deps, transaction, { sessionId, entitlementId, requestedMs, now }),
+  ).catch((error: unknown) =>
+    // It may have renewed the session (a shorter lease, too): the instances' caches look again.
+    forgettingOnDoubt(deps.dataSource, error, () => deps.caches.sessionsChanged(sessionId)),
   );
   await deps.caches.sessionsChanged(sessionId);
   const [licenseToken, tokenPublicKeyBase64] = await Promise.all([

@@ -177,3 +177,34 @@ test.serial("a vendor write whose COMMIT's answer is lost answers 503 outcome-un
   t.true(["Before", "LOSTWRITE"].includes(read.body.name), JSON.stringify(read.body));
   t.is((await rest(server.baseUrl, "PUT", path, { name: "LOSTWRITE" })).status, 200, "sent again, it lands");
 });
+
+test.serial(
+  "a renew whose COMMIT's answer is lost leaves no instance answering from the lease before it",
+  async (t) => {
+    const { server, proxy } = t.context.lostCommit;
+    const policy = { claimBasedActivation: { numberOfSeats: 5, isFloatingLicense: true, leaseTime: "01:00:00" } };
+    const { code } = await entitlementWithCode(server.baseUrl, policy);
+    const first = await activate(server.baseUrl, { activationCode: code, fingerprint: "renew-in-doubt" });
+    t.is(first.status, 200, JSON.stringify(first.body));
+    const token = first.body.licenseToken as string;
+    // A bus keeps nothing until its subscriptions stand, about a second after it connected.
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    const before = await sessionCall(server.baseUrl, token, "check-in");
+    t.is(before.status, 200, "the instance now keeps the session in memory");
+
+    const cutsBefore = proxy.cuts();
+    proxy.arm("UPDATE license_sessions SET lease_expires_at");
+    const renewed = await sessionCall(server.baseUrl, token, "renew", { requestedLeaseDuration: "60s" });
+    t.is(proxy.cuts(), cutsBefore + 1);
+    t.is(renewed.status, 503, JSON.stringify(renewed.body));
+    t.is(renewed.body.type, "urn:provision:problem:outcome-unknown");
+
+    const after = await sessionCall(server.baseUrl, token, "check-in");
+    t.is(after.status, 200, JSON.stringify(after.body));
+    const leaseLeftMs = Date.parse(after.body.leaseExpiresAt) - Date.now();
+    t.true(
+      leaseLeftMs <= 60_000,
+      `check-in answers the lease the COMMIT wrote, not the hour before it (${leaseLeftMs} ms)`,
+    );
+  },
+);
