@@ -1,8 +1,7 @@
-import { Writable } from "node:stream";
 import anyTest, { type TestFn } from "ava";
 import type { DataSource } from "typeorm";
-import { createLogger } from "../../src/platform/logger.js";
 import { poolShapeProblem, watchStalledStatements } from "../../src/platform/stalled-statements.js";
+import { collectingLogger } from "../support/collected-logs.js";
 import { PRODUCTS, rest } from "../support/rest.js";
 import { startTcpProxy, type TcpProxy } from "../support/tcp-proxy.js";
 import { startBehindProxy, type TestServer } from "../support/test-server.js";
@@ -76,19 +75,9 @@ test.serial("the installed mysql2 has what the watch reads, and a pool without i
   t.is(poolShapeProblem(pool), undefined);
   t.false(server.logs.some((line) => line.includes("not watched for silence")));
 
-  const logs: string[] = [];
-  const sink = new Writable({
-    write(chunk, _encoding, callback) {
-      logs.push(String(chunk));
-      callback();
-    },
-  });
+  const { logger, lines: logs } = collectingLogger();
   const changedPool = { pool: { _allConnections: undefined } };
-  const stop = watchStalledStatements(
-    { driver: changedPool } as unknown as DataSource,
-    2000,
-    createLogger("info", sink),
-  );
+  const stop = watchStalledStatements({ driver: changedPool } as unknown as DataSource, 2000, logger);
   stop();
   t.is(logs.filter((line) => line.includes("not watched for silence")).length, 1);
   t.regex(logs[0], /_allConnections/);

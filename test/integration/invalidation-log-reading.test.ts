@@ -1,11 +1,10 @@
-import { Writable } from "node:stream";
 import anyTest, { type TestFn } from "ava";
 import type { DataSource } from "typeorm";
 import { createDataSource, migrate } from "../../src/platform/database.js";
 import { MemoryInvalidationBus } from "../../src/platform/invalidation-bus.js";
 import { LoggedInvalidationBus, publishOrLog, ROWS_PER_PAGE } from "../../src/platform/invalidation-log.js";
-import { createLogger } from "../../src/platform/logger.js";
 import { migrations } from "../../src/platform/migrations/index.js";
+import { collectingLogger } from "../support/collected-logs.js";
 import { pollUntil } from "../support/poll.js";
 import { createTestDatabase } from "../support/test-server.js";
 
@@ -32,14 +31,8 @@ test.after.always(async (t) => {
 });
 
 async function readingBus(dataSource: DataSource) {
-  const logs: string[] = [];
-  const sink = new Writable({
-    write(chunk, _encoding, callback) {
-      logs.push(...String(chunk).split("\n").filter(Boolean));
-      callback();
-    },
-  });
-  const bus = new LoggedInvalidationBus(new MemoryInvalidationBus(), dataSource, createLogger("info", sink));
+  const { logger, lines: logs } = collectingLogger();
+  const bus = new LoggedInvalidationBus(new MemoryInvalidationBus(), dataSource, logger);
   const received: string[] = [];
   await bus.subscribe(
     CHANNEL,

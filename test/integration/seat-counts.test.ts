@@ -139,6 +139,18 @@ function activated(t: ExecutionContext, answer: { status: number; body: Record<s
   return answer.body.licenseToken as string;
 }
 
+/** Sets an entitlement's seats (count and kind) through the operational path, as a vendor does. */
+async function setSeats(
+  t: ExecutionContext,
+  server: TestServer,
+  entitlementId: string,
+  seats: { numberOfSeats: number; isFloatingLicense: boolean },
+) {
+  const path = `/api/v1/provision/operational/entitlement/entitlements/${entitlementId}/policies/claim-based/seats`;
+  const answer = await rest(server.baseUrl, "PUT", path, seats);
+  t.is(answer.status, 200, JSON.stringify(answer.body));
+}
+
 function refusedForSeats(t: ExecutionContext, answer: { status: number; body: Record<string, unknown> }) {
   t.is(answer.status, 409, JSON.stringify(answer.body));
   t.is(answer.body.type, "urn:provision:problem:seat-limit-reached");
@@ -185,8 +197,6 @@ for (const mode of MODES) {
   test.serial(`under seats lowered below those in use, a device holding one activates again (${mode})`, async (t) => {
     const { server } = t.context[mode];
     const { dataSource } = server.app;
-    const seatsPath = (id: string) =>
-      `/api/v1/provision/operational/entitlement/entitlements/${id}/policies/claim-based/seats`;
     for (const [policy, floating] of [
       [POLICY, true],
       [NODE_LOCKED, false],
@@ -195,11 +205,7 @@ for (const mode of MODES) {
       const activation = (fingerprint: string) => activate(server.baseUrl, { activationCode: code, fingerprint });
       const a = activated(t, await activation("a"));
       activated(t, await activation("b"));
-      const lowered = await rest(server.baseUrl, "PUT", seatsPath(entitlementId), {
-        numberOfSeats: 1,
-        isFloatingLicense: floating,
-      });
-      t.is(lowered.status, 200, JSON.stringify(lowered.body));
+      await setSeats(t, server, entitlementId, { numberOfSeats: 1, isFloatingLicense: floating });
       refusedForSeats(t, await activation("c"));
       const again = activated(t, await activation("a"));
       t.is((await sessionCall(server.baseUrl, a, "check-in")).status, 401, "its earlier session ended");
@@ -221,13 +227,7 @@ for (const mode of MODES) {
       activated(t, await activation("a"));
       const b = activated(t, await activation("b"));
       const c = activated(t, await activation("c"));
-      const lowered = await rest(
-        server.baseUrl,
-        "PUT",
-        `/api/v1/provision/operational/entitlement/entitlements/${entitlementId}/policies/claim-based/seats`,
-        { numberOfSeats: 2, isFloatingLicense: true },
-      );
-      t.is(lowered.status, 200, JSON.stringify(lowered.body));
+      await setSeats(t, server, entitlementId, { numberOfSeats: 2, isFloatingLicense: true });
       clock.advance(LEASE_MS * 0.75);
       const renewed = [];
       for (const token of [b, c]) renewed.push(activated(t, await sessionCall(server.baseUrl, token, "renew")));
@@ -246,13 +246,7 @@ for (const mode of MODES) {
       activated(t, await activation("abandoned"));
       clock.advance(LEASE_MS + GRACE_MS + 1000);
       activated(t, await activation("b"));
-      const switched = await rest(
-        server.baseUrl,
-        "PUT",
-        `/api/v1/provision/operational/entitlement/entitlements/${entitlementId}/policies/claim-based/seats`,
-        { numberOfSeats: 2, isFloatingLicense: false },
-      );
-      t.is(switched.status, 200, JSON.stringify(switched.body));
+      await setSeats(t, server, entitlementId, { numberOfSeats: 2, isFloatingLicense: false });
       await expectDevices(t, server.app.dataSource, entitlementId, 1);
       activated(t, await activation("c"));
       refusedForSeats(t, await activation("d"));
@@ -262,12 +256,6 @@ for (const mode of MODES) {
   test.serial(`a switch of what holds the seats counts the live sessions under the new kind (${mode})`, async (t) => {
     const { server } = t.context[mode];
     const { dataSource } = server.app;
-    const seatsPath = (id: string) =>
-      `/api/v1/provision/operational/entitlement/entitlements/${id}/policies/claim-based/seats`;
-    const setSeats = async (id: string, numberOfSeats: number, isFloatingLicense: boolean) => {
-      const answer = await rest(server.baseUrl, "PUT", seatsPath(id), { numberOfSeats, isFloatingLicense });
-      t.is(answer.status, 200, JSON.stringify(answer.body));
-    };
     const kinds: [Record<string, unknown>, boolean, (id: string) => Promise<void>][] = [
       [POLICY, false, (id) => expectDevices(t, dataSource, id, 2)],
       [NODE_LOCKED, true, (id) => expectSeats(t, dataSource, id, 2)],
@@ -279,7 +267,7 @@ for (const mode of MODES) {
       const activation = (fingerprint: string) => activate(server.baseUrl, { activationCode: code, fingerprint });
       activated(t, await activation("a"));
       const b = activated(t, await activation("b"));
-      await setSeats(entitlementId, 2, floatingAfter);
+      await setSeats(t, server, entitlementId, { numberOfSeats: 2, isFloatingLicense: floatingAfter });
       await counted(entitlementId);
       refusedForSeats(t, await activation("c"));
       t.is(
