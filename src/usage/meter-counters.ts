@@ -5,6 +5,7 @@ import { nextFireAfter } from "./cron-schedule.js";
 import { countersUnavailable } from "./guarded-meters.js";
 import { MAX_EXACT_TOTAL_MICRO } from "./usage-amounts.js";
 import type { UsageAsset } from "./usage-assets.js";
+import { BalancePeriodMoved } from "./usage-balance-store.js";
 import type { EntitlementUsage } from "./usage-directory.js";
 import type { PeriodRef, UsageStore } from "./usage-store.js";
 
@@ -86,6 +87,16 @@ export class MeterCounters {
   /** Forgets a balance's period: the next lookup reads it from the database. */
   balanceMoved(assetId: string): void {
     this.balanceStarts.delete(assetId);
+  }
+
+  /**
+   * A refusal from a credit balance's counter stands only while the balance is still in the counter's period:
+   * another instance's automatic top-up may have moved it on. Throws BalancePeriodMoved then.
+   */
+  async confirmRefusal(ref: MeterRef): Promise<void> {
+    if (!ref.balance) return;
+    const current = await this.store.balances.currentPeriodStart(ref.assetId);
+    if (current && current.getTime() !== ref.periodStart.getTime()) throw new BalancePeriodMoved(current);
   }
 
   /**

@@ -78,8 +78,11 @@ export async function recordUsageTransactions(
       if (error instanceof HasDuplicates || isUniqueViolation(error)) attempt.checkDuplicates = true;
       else if (error instanceof PeriodsHeld) attempt.waitForPeriods = true;
       else if (error instanceof CountersMissing) toRebuild = error.refs;
-      else if (error instanceof BalancePeriodMoved) forgetBalances(deps, usage);
-      else throw error;
+      else if (error instanceof BalancePeriodMoved) {
+        // The counters to rebuild were the old period's: the items are counted in the new one.
+        toRebuild = [];
+        forgetBalances(deps, usage);
+      } else throw error;
     }
   }
   throw countersUnavailable("they keep changing");

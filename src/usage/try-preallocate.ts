@@ -63,6 +63,7 @@ export async function reserveAndRecord(
     try {
       const outcome = await deps.counters.reserve(ref, amountMicro);
       if (outcome.kind === "refused") {
+        await deps.counters.confirmRefusal(ref);
         return answer(preallocationResultOf(asset, outcome.value, outcome.limit, false));
       }
       const written = await deps.grants.write({

@@ -69,6 +69,11 @@ export class UsageBalanceStore {
     });
   }
 
+  /** The start of the balance's current period, read outside any transaction; undefined before its first use. */
+  async currentPeriodStart(assetId: string): Promise<Date | undefined> {
+    return readSerially(this.dataSource, async () => (await this.find(this.dataSource.manager, assetId))?.periodStart);
+  }
+
   /** Fails with BalancePeriodMoved unless the balance is (still) in the period starting at `periodStart`. */
   async checkPeriod(manager: EntityManager, assetId: string, periodStart: Date): Promise<void> {
     const current = (await this.find(manager, assetId))?.periodStart;
