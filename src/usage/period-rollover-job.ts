@@ -1,7 +1,7 @@
 import { inTransaction } from "../platform/database.js";
 import type { ScheduledJob } from "../platform/scheduler.js";
 import type { UsageDependencies } from "./usage-dependencies.js";
-import { currentRefOfAsset } from "./usage-lookup.js";
+import { refOfAsset } from "./usage-lookup.js";
 
 const ASSETS_PER_TICK = 500;
 
@@ -22,7 +22,7 @@ export function periodRolloverJob(deps: UsageDependencies): ScheduledJob {
 }
 
 async function rollOver(deps: UsageDependencies, assetId: string, now: Date): Promise<void> {
-  const ref = await currentRefOfAsset(deps, assetId, now);
+  const ref = await refOfAsset(deps, assetId, now);
   if (!ref?.asset.metered) {
     await deps.store.clearStatus(assetId, now);
     return;

@@ -3,7 +3,7 @@ import { inTransaction } from "../platform/database.js";
 import type { ScheduledJob } from "../platform/scheduler.js";
 import type { MeterRef } from "./meter-counters.js";
 import type { UsageDependencies } from "./usage-dependencies.js";
-import { currentRefOfAsset } from "./usage-lookup.js";
+import { refOfAsset } from "./usage-lookup.js";
 
 const ASSETS_PER_TICK = 500;
 
@@ -15,13 +15,16 @@ export function statusRecheckJob(deps: UsageDependencies): ScheduledJob {
   return {
     name: "usage-status-recheck",
     async run(now) {
-      for (const assetId of await deps.store.dueRechecks(now, ASSETS_PER_TICK)) await recheck(deps, assetId, now);
+      for (const due of await deps.store.dueRechecks(now, ASSETS_PER_TICK)) {
+        await recheck(deps, due.assetId, due.periodStart ?? now, now);
+      }
     },
   };
 }
 
-async function recheck(deps: UsageDependencies, assetId: string, now: Date): Promise<void> {
-  const ref = await currentRefOfAsset(deps, assetId, now);
+/** Looks again at the asset's status in the period holding `periodStart`. */
+async function recheck(deps: UsageDependencies, assetId: string, periodStart: Date, now: Date): Promise<void> {
+  const ref = await refOfAsset(deps, assetId, periodStart);
   if (!ref) {
     await inTransaction(deps.dataSource, (manager) => deps.store.clearRecheck(manager, assetId, now));
     return;

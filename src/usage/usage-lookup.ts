@@ -27,16 +27,15 @@ export function meteredAssetOf(usage: EntitlementUsage, metric: string, field: s
   return asset;
 }
 
-/** An asset's counter of the period current at `now`; undefined when the asset (or its usage model) is gone. */
-export async function currentRefOfAsset(
-  deps: UsageDependencies,
-  assetId: string,
-  now: Date,
-): Promise<MeterRef | undefined> {
+/**
+ * An asset's counter of the period holding `at` (a credit balance's: its current period); undefined when the asset
+ * (or its usage model) is gone.
+ */
+export async function refOfAsset(deps: UsageDependencies, assetId: string, at: Date): Promise<MeterRef | undefined> {
   const entitlementId = await deps.store.entitlementOfAsset(assetId);
   const usage = entitlementId ? await deps.directory.of(entitlementId) : null;
   const asset = usage?.assets.find((candidate) => candidate.id === assetId);
-  return usage && asset ? deps.counters.refOf(usage, asset, now) : undefined;
+  return usage && asset ? deps.counters.refOf(usage, asset, at) : undefined;
 }
 
 function invalidMetric(field: string, message: string): DomainError {

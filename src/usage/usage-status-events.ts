@@ -69,7 +69,10 @@ export class UsageStatusEvents {
 
   /** Whether `record` would read or write anything for these observations (a status may have changed). */
   mayRecord(observations: StatusObservation[]): boolean {
-    return latestPerAsset(observations).some((observation) => this.mayChange(observation, statusOf(observation)));
+    const now = this.clock.now();
+    return latestPerAsset(observations).some(
+      (observation) => !endedUnasked(observation, now) && this.mayChange(observation, statusOf(observation)),
+    );
   }
 
   /** Writes the events the observations call for; answers what to do once the transaction commits. */
@@ -77,11 +80,11 @@ export class UsageStatusEvents {
     const remembered: [string, KnownStatus][] = [];
     const drafts: EventDraft[] = [];
     const pending: StatusObservation[] = [];
+    const now = this.clock.now();
     for (const observation of latestPerAsset(observations)) {
       const hinted = statusOf(observation);
-      if (!this.mayChange(observation, hinted)) continue;
+      if (endedUnasked(observation, now) || !this.mayChange(observation, hinted)) continue;
       const { ref } = observation;
-      const now = this.clock.now();
       const stored = await this.store.lockStatus(
         manager,
         {
@@ -100,7 +103,7 @@ export class UsageStatusEvents {
       const status = statusOf(committed);
       if (hinted > status && !observation.allowDecrease) {
         pending.push(observation);
-        await this.store.markRecheck(manager, ref.assetId, new Date(now.getTime() + RECHECK_AFTER_MS));
+        await this.store.markRecheck(manager, ref.assetId, new Date(now.getTime() + RECHECK_AFTER_MS), ref.periodStart);
       } else if (observation.recheck) await this.store.clearRecheck(manager, ref.assetId, now);
       const next = nextStatus(stored, committed, status);
       const kept = next ?? stored;
@@ -156,6 +159,15 @@ export class UsageStatusEvents {
       }
     }
   }
+}
+
+/**
+ * Usage dated back into a period that has ended changes no status: the status followed is the latest period's.
+ * A look again asked for by a write made while its period ran is still made.
+ */
+function endedUnasked(observation: StatusObservation, now: Date): boolean {
+  const { periodEnd } = observation.ref;
+  return !observation.recheck && periodEnd !== null && periodEnd.getTime() <= now.getTime();
 }
 
 /** What to store after the observation, or undefined to leave the stored status as it is. */

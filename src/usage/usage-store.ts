@@ -355,29 +355,33 @@ export class UsageStore {
   }
 
   /** Has the asset's status looked at again from `at` on, whichever instance is then running the scheduler. */
-  async markRecheck(manager: EntityManager, assetId: string, at: Date): Promise<void> {
-    await manager.query("UPDATE usage_statuses SET recheck_at = ? WHERE asset_id = ?", [
+  async markRecheck(manager: EntityManager, assetId: string, at: Date, periodStart: Date): Promise<void> {
+    await manager.query("UPDATE usage_statuses SET recheck_at = ?, recheck_period_start = ? WHERE asset_id = ?", [
       sqlDate(this.dialect, at),
+      sqlDate(this.dialect, periodStart),
       assetId,
     ]);
   }
 
   /** Clears a look-again that was due by `now` (one asked for since stays). */
   async clearRecheck(manager: EntityManager, assetId: string, now: Date): Promise<void> {
-    await manager.query("UPDATE usage_statuses SET recheck_at = NULL WHERE asset_id = ? AND recheck_at <= ?", [
-      assetId,
-      sqlDate(this.dialect, now),
-    ]);
+    await manager.query(
+      "UPDATE usage_statuses SET recheck_at = NULL, recheck_period_start = NULL WHERE asset_id = ? AND recheck_at <= ?",
+      [assetId, sqlDate(this.dialect, now)],
+    );
   }
 
-  /** Assets whose status was to be looked at again by `before`, the longest waiting first. */
-  async dueRechecks(before: Date, limit: number): Promise<string[]> {
+  /**
+   * Assets whose status was to be looked at again by `before`, the longest waiting first, each with the period
+   * the look is for (null: asked for before the period was stored with it).
+   */
+  async dueRechecks(before: Date, limit: number): Promise<{ assetId: string; periodStart: Date | null }[]> {
     return readSerially(this.dataSource, async () => {
       const rows = (await this.dataSource.query(
-        "SELECT asset_id FROM usage_statuses WHERE recheck_at <= ? ORDER BY recheck_at LIMIT ?",
+        "SELECT asset_id, recheck_period_start FROM usage_statuses WHERE recheck_at <= ? ORDER BY recheck_at LIMIT ?",
         [sqlDate(this.dialect, before), limit],
-      )) as { asset_id: string }[];
-      return rows.map((row) => row.asset_id);
+      )) as { asset_id: string; recheck_period_start: unknown }[];
+      return rows.map((row) => ({ assetId: row.asset_id, periodStart: rowDate(row.recheck_period_start) }));
     });
   }
 

@@ -149,29 +149,38 @@ for (const kind of ["mysql", "embedded"] as const) {
     },
   );
 
-  test.serial(`${kind}: an item dated in the previous period counts there, not in the current one`, async (t) => {
-    const server = t.context.servers[kind];
-    await advance(server, t.context.clocks[kind], 0);
-    const clock = t.context.clocks[kind];
-    const entitlement = await meteredEntitlement(server.baseUrl, [HOURLY], LONG_LEASE);
-    const session = await meteredSession(server.baseUrl, entitlement);
-    const previousHour = new Date(Math.floor(clock.now().getTime() / HOUR) * HOUR - 60_000).toISOString();
-    const items = [{ transactionId: 1, eventName: "hourly", eventData: "115", creationDateTime: previousHour }];
-    t.is((await sendUsage(server.baseUrl, session, items)).status, 200);
-    t.like(await usageOf(server, entitlement.entitlementId, "hourly"), { consumption: 0 });
-    const blocked = await sendUsage(server.baseUrl, session, [
-      { transactionId: 2, eventName: "hourly", eventData: "10", creationDateTime: previousHour },
-    ]);
-    t.is(blocked.status, 403, "the previous period's own tiers apply to it");
-    const listed = await rest(
-      server.baseUrl,
-      "GET",
-      `${entitlementUsagePath(entitlement.entitlementId)}/transactions?metric=hourly`,
-    );
-    t.is(listed.body.totalCount, 1);
-    t.like(listed.body.items[0], { transactionId: "1", kind: "transaction", amount: 115 });
-    t.is(Date.parse(listed.body.items[0].occurredAt), Date.parse(previousHour));
-  });
+  test.serial(
+    `${kind}: an item dated in the previous period counts there, not in the current one, and raises no event`,
+    async (t) => {
+      const server = t.context.servers[kind];
+      await advance(server, t.context.clocks[kind], 0);
+      const clock = t.context.clocks[kind];
+      const entitlement = await meteredEntitlement(server.baseUrl, [HOURLY], LONG_LEASE);
+      const session = await meteredSession(server.baseUrl, entitlement);
+      const previousHour = new Date(Math.floor(clock.now().getTime() / HOUR) * HOUR - 60_000).toISOString();
+      const items = [{ transactionId: 1, eventName: "hourly", eventData: "115", creationDateTime: previousHour }];
+      t.is((await sendUsage(server.baseUrl, session, items)).status, 200);
+      t.like(await usageOf(server, entitlement.entitlementId, "hourly"), { consumption: 0 });
+      const blocked = await sendUsage(server.baseUrl, session, [
+        { transactionId: 2, eventName: "hourly", eventData: "10", creationDateTime: previousHour },
+      ]);
+      t.is(blocked.status, 403, "the previous period's own tiers apply to it");
+      await server.app.scheduler.tick();
+      t.deepEqual(
+        await assetEvents(server, entitlement.entitlementId, "hourly"),
+        [],
+        "a crossing in an ended period raises no event, and so no way back either",
+      );
+      const listed = await rest(
+        server.baseUrl,
+        "GET",
+        `${entitlementUsagePath(entitlement.entitlementId)}/transactions?metric=hourly`,
+      );
+      t.is(listed.body.totalCount, 1);
+      t.like(listed.body.items[0], { transactionId: "1", kind: "transaction", amount: 115 });
+      t.is(Date.parse(listed.body.items[0].occurredAt), Date.parse(previousHour));
+    },
+  );
 
   test.serial(
     `${kind}: Peak keeps the period's highest amount, and a higher one in a Block tier is refused`,

@@ -1,5 +1,5 @@
 import anyTest, { type TestFn } from "ava";
-import { systemClock } from "../../src/platform/clock.js";
+import { type Clock, systemClock } from "../../src/platform/clock.js";
 import { inTransaction } from "../../src/platform/database.js";
 import { createLogger } from "../../src/platform/logger.js";
 import { MeterCounters, type MeterRef } from "../../src/usage/meter-counters.js";
@@ -7,6 +7,8 @@ import { usageAssetOf } from "../../src/usage/usage-assets.js";
 import { UsageStatusEvents } from "../../src/usage/usage-status-events.js";
 import { RECORD_KIND, UsageStore } from "../../src/usage/usage-store.js";
 import { Outbox } from "../../src/webhooks/outbox.js";
+import { bearerWithScopes } from "../support/credentials.js";
+import { manualClock } from "../support/manual-clock.js";
 import {
   API_CALLS,
   meteredEntitlement,
@@ -15,6 +17,7 @@ import {
   usageEventsOf,
   usageItems,
 } from "../support/metering.js";
+import { defaultAuthorization } from "../support/rest.js";
 import { type BothDatabases, startOnBothDatabases, type TestServer } from "../support/test-server.js";
 import { keepOutboxEvents } from "../support/webhooks.js";
 
@@ -35,20 +38,20 @@ test.after.always(async (t) => {
  * Another instance's metering parts on the server's database: the instance whose write saw a crossing that a
  * write still in flight completes.
  */
-async function otherInstance(server: TestServer, entitlementId: string) {
+async function otherInstance(server: TestServer, entitlementId: string, clock: Clock = systemClock) {
   const { dataSource, coordinator } = server.app;
   const store = new UsageStore(dataSource);
-  const events = new UsageStatusEvents(dataSource, store, new Outbox(dataSource), systemClock, createLogger("silent"));
+  const events = new UsageStatusEvents(dataSource, store, new Outbox(dataSource), clock, createLogger("silent"));
   const found = await store.entitlementAssets(entitlementId);
   if (!found) throw new Error("no such entitlement");
   const assets = found.assets.map(usageAssetOf);
   const usage = { entitlementId, ...found, assets, byMetric: new Map(assets.map((a) => [a.metricName, a])) };
-  const ref = (await new MeterCounters(store, coordinator.meters, systemClock).refOf(
+  const ref = (await new MeterCounters(store, coordinator.meters, clock).refOf(
     usage,
     assets[0],
-    new Date(),
+    clock.now(),
   )) as MeterRef;
-  return { store, events, ref };
+  return { store, events, ref, clock };
 }
 
 /** A write of `units` whose reservation saw `hintUnits` in the counter, judged by `events` in its transaction. */
@@ -62,8 +65,8 @@ async function writeSeeing(server: TestServer, other: Awaited<ReturnType<typeof 
 
 /** The write in flight committing `units`, its own reservation below the crossing (so it reports nothing). */
 async function commitInFlight(server: TestServer, other: Awaited<ReturnType<typeof otherInstance>>, units: number) {
-  const { store, ref } = other;
-  const now = new Date();
+  const { store, ref, clock } = other;
+  const now = clock.now();
   await inTransaction(server.app.dataSource, (manager) =>
     store.insertRecords(
       manager,
@@ -94,13 +97,20 @@ async function recheckAt(server: TestServer, assetId: string): Promise<unknown> 
 }
 
 /** An entitlement whose API calls stand at 90 (Normal; the Warning tier starts above 100), and the other instance. */
-async function ninetyCallsUsed(server: TestServer) {
-  const entitlement = await meteredEntitlement(server.baseUrl, [API_CALLS]);
+async function ninetyCallsUsed(server: TestServer, asset = API_CALLS, clock: Clock = systemClock) {
+  const entitlement = await meteredEntitlement(server.baseUrl, [asset]);
   const session = await meteredSession(server.baseUrl, entitlement);
-  const sent = await sendUsage(server.baseUrl, session, usageItems("api-calls", [90]));
+  const sent = await sendUsage(server.baseUrl, session, usageItems(asset.metricName, [90]));
   if (sent.status !== 200) throw new Error(`usage: ${JSON.stringify(sent.body)}`);
-  return { entitlement, other: await otherInstance(server, entitlement.entitlementId) };
+  return { entitlement, other: await otherInstance(server, entitlement.entitlementId, clock) };
 }
+
+/** API calls metered per UTC hour. */
+const HOURLY_CALLS = {
+  ...API_CALLS,
+  metricName: "hourly-calls",
+  meteredUsage: { ...API_CALLS.meteredUsage, consumptionPeriod: "PT1H" },
+};
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -149,3 +159,38 @@ for (const name of ["MySQL", "SQLite"] as const) {
     other.events.close();
   });
 }
+
+test.serial(
+  "a crossing left to be looked at again is reported for its own period after that period ended",
+  async (t) => {
+    const HOUR = 3_600_000;
+    const clock = manualClock(Date.parse("2026-03-01T12:30:00Z"));
+    const { servers, close } = await startOnBothDatabases({ clock });
+    try {
+      for (const server of Object.values(servers)) {
+        const periodStart = Math.floor(clock.now().getTime() / HOUR) * HOUR;
+        clock.advance(periodStart + HOUR - 2000 - clock.now().getTime());
+        await keepOutboxEvents(server);
+        defaultAuthorization.set(server.baseUrl, await bearerWithScopes(server, ["*"]));
+        const { entitlement, other } = await ninetyCallsUsed(server, HOURLY_CALLS, clock);
+        await writeSeeing(server, other, 105);
+        other.events.close();
+        await commitInFlight(server, other, 15);
+        clock.advance(2 * 60_000);
+        await server.app.scheduler.tick();
+        await server.app.scheduler.tick();
+        const events = await usageEventsOf(server, entitlement.entitlementId);
+        const hour = (ms: number) => new Date(ms).toISOString().replace(".000", "");
+        t.deepEqual(
+          events.map(({ data }) => [data.previousSeverity, data.severity, data.periodStart, data.consumption]),
+          [
+            [1, 2, hour(periodStart), 105],
+            [2, 1, hour(periodStart + HOUR), 0],
+          ],
+        );
+      }
+    } finally {
+      await close();
+    }
+  },
+);

@@ -15,6 +15,7 @@ import { EntitlementDeviceCounts1764864000000 } from "./0014-entitlement-device-
 import { CodeDeviceCounts1764950400000 } from "./0015-code-device-counts.js";
 import { UsageTransactionIndex1765036800000 } from "./0016-usage-transaction-index.js";
 import { CacheInvalidations1765123200000 } from "./0017-cache-invalidations.js";
+import { UsageRecheckPeriod1765209600000 } from "./0018-usage-recheck-period.js";
 
 /** Every migration, oldest first. Never edit one that has shipped: add the next. */
 export const migrations = [
@@ -35,4 +36,5 @@ export const migrations = [
   CodeDeviceCounts1764950400000,
   UsageTransactionIndex1765036800000,
   CacheInvalidations1765123200000,
+  UsageRecheckPeriod1765209600000,
 ];
