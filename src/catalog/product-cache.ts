@@ -63,7 +63,8 @@ export class ProductCache {
   }
 }
 
-function keyOf(providerId: string, productId: string): string {
+/** A product's key on PRODUCT_CHANGED_CHANNEL: every cache of product facts drops its entry on it. */
+export function keyOf(providerId: string, productId: string): string {
   return `${providerId}/${productId}`;
 }
 

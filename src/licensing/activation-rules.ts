@@ -4,6 +4,7 @@ import { bearerChallenge } from "../auth/access-tokens.js";
 import { DomainError, invalidField, type ProblemKind } from "../platform/errors.js";
 import { hardEnd, type LicenseTimeline, trialEnd, windowEnd } from "./license-ends.js";
 import { addMs, dateOf, durationMs, earliest, hasEnded, notYetStarted } from "./policy-time.js";
+import { productUnavailable } from "./product-lifecycle.js";
 import { effectiveSubscription } from "./subscription-periods.js";
 
 // The activation policy as pure functions of plain facts and `now`. Seats and device limits are not here:
@@ -26,6 +27,8 @@ export interface EntitlementFacts {
   products: { id: string; productCode: string; productVersion: string }[] | null;
   /** First activation with any of the entitlement's codes, when known; see firstActivationOf. */
   firstActivationAt?: Date | null;
+  /** The entitlement has products, and none takes the activation or renewal (see ProductStatuses). */
+  productsUnavailable?: boolean;
 }
 
 export interface CodeFacts {
@@ -98,7 +101,7 @@ export function firstActivationOf(entitlement: EntitlementFacts, code: CodeFacts
 
 /**
  * Refuses an activation the policy forbids, checking in this order (the first failing rule answers):
- * code deleted, code expired, template, revoked, activation disabled, entitlement expired, time window,
+ * code deleted, code expired, template, revoked, activation disabled, entitlement expired, products, time window,
  * trial, subscription, authentication level, product code, device binding, consent, code use limit.
  */
 export function checkActivation(entitlement: EntitlementFacts, code: CodeFacts, ask: ActivationAsk, now: Date): void {
@@ -110,6 +113,7 @@ export function checkActivation(entitlement: EntitlementFacts, code: CodeFacts, 
   );
   checkCode(code, now);
   checkStanding(entitlement, now);
+  if (entitlement.productsUnavailable) throw productUnavailable("activate");
   checkWindow(timeline, now);
   checkTrial(timeline, now);
   checkSubscription(entitlement.policy, now);

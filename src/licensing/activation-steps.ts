@@ -10,7 +10,8 @@ import { entitlementFacts } from "./license-facts.js";
 
 /**
  * The entitlement's facts, with its products as read in the first batch or else their kept ids; their codes are
- * read now when the policy's product-code rule needs them and the first batch did not.
+ * read now when the policy's product-code rule needs them and the first batch did not. Only the products that
+ * take new activations are licensed (the activation rules refuse it when none does).
  */
 export async function factsWithProducts(
   deps: ActivationDependencies,
@@ -27,7 +28,7 @@ export async function factsWithProducts(
     facts.products = store.productsOf(rows).current;
   }
   entitlementProducts.remember(entitlement.id, facts.productIds, codesWanted);
-  return facts;
+  return deps.productStatuses.licensable(entitlement.providerId, facts, "activate");
 }
 
 /** What a new session is made of, besides its id and the caller's address. */

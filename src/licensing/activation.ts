@@ -47,6 +47,7 @@ import { endsAfterFirstActivation } from "./license-ends.js";
 import { codeFacts, licenseClaimsFor } from "./license-facts.js";
 import type { LicenseKeys } from "./license-keys.js";
 import type { LicenseTokens } from "./license-tokens.js";
+import type { ProductStatuses } from "./product-lifecycle.js";
 import { seatCheck } from "./seat-allocation.js";
 import { type SeatPlan, type SeatPlans, sameStatements } from "./seat-plans.js";
 import type { SessionStore } from "./session-store.js";
@@ -75,6 +76,8 @@ export interface ActivationDependencies {
   entitlementFeatures: EntitlementFeatureCache;
   /** Each entitlement's product ids (fixed at its creation): not read again once known. */
   entitlementProducts: EntitlementProductCache;
+  /** Products' lifecycle statuses: a license names only the products that take the activation or renewal. */
+  productStatuses: ProductStatuses;
   /** Activations arriving together (of any entitlements), written in one transaction. */
   activationGroups: ActivationGroups;
   entitlementTurns: EntitlementTurns;

@@ -1,6 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import type { HandlerContext } from "@connectrpc/connect";
 import type { EntityManager } from "typeorm";
+import { ProductStatus } from "../../gen/provision/v1/catalog_pb.js";
 import {
   type ActivationPolicy,
   ActivationPolicySchema,
@@ -39,6 +40,7 @@ import {
 } from "../../gen/provision/v1/entitlement_pb.js";
 import { clientPrincipalKey } from "../auth/auth-interceptor.js";
 import { anyCovers } from "../auth/scopes.js";
+import type { ProductRow } from "../catalog/entities.js";
 import { storedDate } from "../catalog/product-mapper.js";
 import { inTransaction, isUniqueViolation } from "../platform/database.js";
 import { conflict, DomainError, invalidField, notFound } from "../platform/errors.js";
@@ -64,6 +66,7 @@ import {
   checkUpdate,
 } from "./entitlement-validation.js";
 import type { LicensingDependencies } from "./licensing-dependencies.js";
+import { statusAllows } from "./product-lifecycle.js";
 import { recountSeatsForKind, seatKindOf } from "./seat-kind-changes.js";
 
 export async function createEntitlement(
@@ -86,6 +89,10 @@ export async function createEntitlement(
       const byId = new Map(products.map((product) => [product.id, product]));
       const missing = productIds.findIndex((id) => !byId.has(id));
       if (missing >= 0) throw invalidField(`productIds[${missing}]`, "is not a product of this provider");
+      refuseUnentitled(
+        productIds.map((id) => byId.get(id) as ProductRow),
+        (index) => `productIds[${index}]`,
+      );
       const row = newEntitlementRow(deps.newId(), providerId, parameters, now);
       const catalog = await repository.catalogChildren(manager, productIds);
       const ordered = productIds.map((id) => byId.get(id)).filter((product) => product !== undefined);
@@ -244,6 +251,8 @@ export async function createFromTemplate(
       const now = deps.clock.now();
       const row = fromTemplate(template, parameters, deps.newId(), now);
       const contents = await repository.contentsOf(manager, template.id);
+      const products = await repository.catalogProducts(manager, providerId, contents.productIds);
+      refuseUnentitled(products, () => "entitlementTemplateId");
       await repository.insert(
         manager,
         row,
@@ -446,6 +455,15 @@ function fromTemplate(
     createdAt: now,
     updatedAt: now,
   };
+}
+
+/** 400 for the first product whose lifecycle status takes no new entitlements (draft, suspended, end of sale, retired). */
+function refuseUnentitled(products: ProductRow[], fieldOf: (index: number) => string): void {
+  const index = products.findIndex((product) => !statusAllows(product.status, "entitle"));
+  if (index < 0) return;
+  const { productCode, status } = products[index];
+  const name = ProductStatus[status].toLowerCase().replaceAll("_", " ");
+  throw invalidField(fieldOf(index), `product ${productCode} is ${name}: it takes no new entitlements`);
 }
 
 async function findTemplate(

@@ -21,6 +21,7 @@ import { licenseSessionVerifier } from "./license-session-verifier.js";
 import { LicenseTokens } from "./license-tokens.js";
 import { LicensingCaches } from "./licensing-caches.js";
 import type { LicensingDependencies } from "./licensing-dependencies.js";
+import { ProductStatuses } from "./product-lifecycle.js";
 import { SeatPlans } from "./seat-plans.js";
 import type { SessionCallDependencies } from "./session-calls.js";
 import { SessionStore } from "./session-store.js";
@@ -74,6 +75,7 @@ export async function createLicensing(options: {
     seatPlans: new SeatPlans(),
     entitlementFeatures: new EntitlementFeatureCache(),
     entitlementProducts: new EntitlementProductCache(),
+    productStatuses: await ProductStatuses.create(dataSource, options.bus, clock),
     activationGroups: new ActivationGroups(),
   };
   return {

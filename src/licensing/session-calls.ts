@@ -34,6 +34,7 @@ import type { LicenseClaims } from "./license-claims.js";
 import { endsAfterFirstActivation } from "./license-ends.js";
 import { codeFacts, entitlementFacts, licenseClaimsFor } from "./license-facts.js";
 import type { LicensingCaches } from "./licensing-caches.js";
+import { productUnavailable } from "./product-lifecycle.js";
 import { sharedPolicyOf } from "./shared-policies.js";
 import { effectiveSubscription } from "./subscription-periods.js";
 
@@ -193,8 +194,10 @@ async function renewInTransaction(
   const code = activationCodeOf(dataSource.manager, codeRows);
   if (!entitlement || !code || found.entitlementId !== entitlementId) throw sessionGone(SESSION_STATE.ended);
   const read = keptProductIds ? undefined : store.productsOf(productRows[0]);
-  const facts = entitlementFacts(entitlement, productsReadOrKept(read, keptProductIds), null);
-  if (read) deps.entitlementProducts.remember(entitlementId, read.ids, facts.policy?.requireProductCode ?? false);
+  const stored = entitlementFacts(entitlement, productsReadOrKept(read, keptProductIds), null);
+  if (read) deps.entitlementProducts.remember(entitlementId, read.ids, stored.policy?.requireProductCode ?? false);
+  const facts = await deps.productStatuses.licensable(entitlement.providerId, stored, "renew");
+  if (facts.productsUnavailable) throw productUnavailable("renew");
   if (endsAfterFirstActivation(facts.policy)) {
     const [first] = await transaction.run([store.firstActivationStatement(entitlementId)]);
     facts.firstActivationAt = store.firstActivationOf(first);

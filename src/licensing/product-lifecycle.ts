@@ -1,0 +1,77 @@
+import type { DataSource } from "typeorm";
+import { ProductStatus } from "../../gen/provision/v1/catalog_pb.js";
+import { keyOf, PRODUCT_CHANGED_CHANNEL, PRODUCT_MAX_AGE_MS } from "../catalog/product-cache.js";
+import type { Clock } from "../platform/clock.js";
+import { DomainError } from "../platform/errors.js";
+import { InvalidatedCache } from "../platform/invalidated-cache.js";
+import type { InvalidationBus } from "../platform/invalidation-bus.js";
+import type { EntitlementFacts } from "./activation-rules.js";
+
+/** What a product's lifecycle status (catalog.proto's ProductStatus) may refuse. */
+export type LicensingStep = "entitle" | "activate" | "renew";
+
+const REFUSED_BY: Record<LicensingStep, ReadonlySet<number>> = {
+  entitle: new Set([ProductStatus.DRAFT, ProductStatus.SUSPENDED, ProductStatus.END_OF_SALE, ProductStatus.RETIRED]),
+  activate: new Set([ProductStatus.DRAFT, ProductStatus.SUSPENDED, ProductStatus.RETIRED]),
+  renew: new Set([ProductStatus.RETIRED]),
+};
+
+const STATUSES_KEPT = 50_000;
+
+/** Whether a product of this status takes the step. */
+export function statusAllows(status: number, step: LicensingStep): boolean {
+  return !REFUSED_BY[step].has(status);
+}
+
+/**
+ * Each product's lifecycle status, per instance, dropped on every instance when the product changes (the channel
+ * the GetProduct cache listens on). Read on the activation and renewal paths, so kept apart from the transaction.
+ */
+export class ProductStatuses {
+  private constructor(
+    private readonly dataSource: DataSource,
+    private readonly cache: InvalidatedCache<number | null>,
+  ) {}
+
+  static async create(dataSource: DataSource, bus: InvalidationBus, clock: Clock): Promise<ProductStatuses> {
+    const cache = await InvalidatedCache.create<number | null>({
+      channel: PRODUCT_CHANGED_CHANNEL,
+      bus,
+      clock,
+      capacity: STATUSES_KEPT,
+      maxAgeMs: PRODUCT_MAX_AGE_MS,
+    });
+    return new ProductStatuses(dataSource, cache);
+  }
+
+  /**
+   * The entitlement's facts with only the products that take the step (a license names no other), and
+   * `productsUnavailable` when it has products and none does (the step is then refused: `productUnavailable`).
+   */
+  async licensable(providerId: string, facts: EntitlementFacts, step: LicensingStep): Promise<EntitlementFacts> {
+    const statuses = await Promise.all(facts.productIds.map((id) => this.statusOf(providerId, id)));
+    const taking = facts.productIds.filter((_, index) => statusAllows(statuses[index] ?? 0, step));
+    if (taking.length === facts.productIds.length) return facts;
+    const products = facts.products?.filter((product) => taking.includes(product.id)) ?? null;
+    return { ...facts, productIds: taking, products, productsUnavailable: taking.length === 0 };
+  }
+
+  private statusOf(providerId: string, productId: string): Promise<number | null> {
+    return this.cache.get(keyOf(providerId, productId), async () => {
+      const [row] = (await this.dataSource.query("SELECT status FROM products WHERE id = ? AND provider_id = ?", [
+        productId,
+        providerId,
+      ])) as { status: unknown }[];
+      return row ? Number(row.status) : null;
+    });
+  }
+}
+
+/** 403 `product-unavailable`: none of the entitlement's products takes the step. */
+export function productUnavailable(step: LicensingStep): DomainError {
+  const what =
+    step === "renew" ? "renewals: they are retired" : "new activations: they are in draft, suspended or retired";
+  return new DomainError("permission-denied", `the entitlement's products take no ${what}`, {
+    slug: "product-unavailable",
+  });
+}
