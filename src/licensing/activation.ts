@@ -43,7 +43,7 @@ import { policyText } from "./entitlement-mapper.js";
 import type { EntitlementProductCache } from "./entitlement-product-cache.js";
 import type { EntitlementTurns } from "./entitlement-turns.js";
 import { fingerprintHash } from "./license-claims.js";
-import { endsAfterFirstActivation } from "./license-ends.js";
+import { endsAfterFirstActivation, trialPeriodEnd } from "./license-ends.js";
 import { codeFacts, licenseClaimsFor } from "./license-facts.js";
 import type { LicenseKeys } from "./license-keys.js";
 import type { LicenseTokens } from "./license-tokens.js";
@@ -350,8 +350,9 @@ async function seatResults(transaction: BatchedTransaction, reads: Statement[], 
 }
 
 /**
- * A trial counted from the first activation starts now: its end is recorded on the policy (trialEndsAt), in the
- * facts the license is built from and in the stored policy.
+ * A trial activation (`trialEndsAt` set) that starts a trial counted from the first activation: the trial
+ * period's end is recorded on the policy (trialEndsAt), in the facts the license is built from and in the stored
+ * policy. Only the period's: the trial's notValidAfterTimestamp stays the vendor's to move.
  */
 function trialStartStatement(
   store: SessionStore,
@@ -360,9 +361,11 @@ function trialStartStatement(
   trialEndsAt: Date | null,
   now: Date,
 ): Statement[] {
-  if (!facts.policy || !trialEndsAt || !startsTrial(facts, trialEndsAt)) return [];
+  const trial = facts.policy?.trialActivationPolicy;
+  const periodEnd = trial && trialEndsAt ? trialPeriodEnd(trial, facts.createdAt, now) : null;
+  if (!facts.policy || !periodEnd || !startsTrial(facts, periodEnd)) return [];
   const policy = clone(ActivationPolicySchema, facts.policy);
-  if (policy.trialActivationPolicy) policy.trialActivationPolicy.trialEndsAt = timestampFromDate(trialEndsAt);
+  if (policy.trialActivationPolicy) policy.trialActivationPolicy.trialEndsAt = timestampFromDate(periodEnd);
   facts.policy = policy;
   return [store.storeActivationPolicyStatement(entitlementId, policyText(policy) as string, now)];
 }

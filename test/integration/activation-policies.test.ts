@@ -139,6 +139,35 @@ each("a trial counted from the first activation ends trialPeriod after it", asyn
   refused(t, await activate(server.baseUrl, { activationCode: code, fingerprint: "b" }), 403, "trial-ended");
 });
 
+each("a trial's notValidAfterTimestamp moved later once the trial started still moves its end", async (t, mode) => {
+  const { server, clock } = t.context.servers[mode];
+  const at = (ms: number) => new Date(clock.now().getTime() + ms).toISOString();
+  const trialPolicy = (notValidAfterTimestamp: string) => ({
+    ...SEATS,
+    trialActivationPolicy: {
+      trialPeriod: "10:00:00",
+      trialPeriodStartsAfterFirstActivation: true,
+      notValidAfterTimestamp,
+    },
+  });
+  const { entitlementId, code } = await entitlementWithCode(server.baseUrl, trialPolicy(at(2 * HOUR)), undefined, {
+    isTrial: true,
+  });
+  const first = await activate(server.baseUrl, { activationCode: code, fingerprint: "a" });
+  t.is(first.status, 200, JSON.stringify(first.body));
+  t.is(licenseClaimsOf(first.body.licenseToken).exp, Math.floor((clock.now().getTime() + 2 * HOUR) / 1000));
+  const stored = await rest(server.baseUrl, "GET", `${ENTITLEMENTS}/${entitlementId}`);
+  const trialEndsAt = Date.parse(stored.body.activationPolicy.trialActivationPolicy.trialEndsAt);
+  t.is(trialEndsAt, clock.now().getTime() + 10 * HOUR, "the trial period's end, not the window's");
+  const moved = await rest(server.baseUrl, "PUT", `${ENTITLEMENTS}/${entitlementId}`, {
+    activationPolicy: trialPolicy(at(5 * HOUR)),
+  });
+  t.is(moved.status, 200, JSON.stringify(moved.body));
+  const renewed = await sessionCall(server.baseUrl, first.body.licenseToken, "renew");
+  t.is(renewed.status, 200, JSON.stringify(renewed.body));
+  t.is(licenseClaimsOf(renewed.body.licenseToken).exp, Math.floor((clock.now().getTime() + 5 * HOUR) / 1000));
+});
+
 each("an inactive subscription refuses activation unless enforcement is soft, which reports grace", async (t, mode) => {
   const { server } = t.context.servers[mode];
   const hard = {
