@@ -25,6 +25,8 @@ export interface LicenseClaims {
   productIds: string[];
   /** `fea`: the enabled features, feature code (or id when it has none) → value. */
   features: Record<string, string>;
+  /** `fex`: the features of `fea` that end before `gex`, → their end; the claim is left out when there are none. */
+  featureEnds: Record<string, Date>;
   /** `off`: the application may run offline (verifying the token with the public key) until `exp`. */
   offlineAllowed: boolean;
   /** `trl`: a trial license. */
@@ -44,6 +46,8 @@ export interface LicenseClaimsInput {
   graceEndsAt: Date;
   productIds: readonly string[];
   features: Readonly<Record<string, string>>;
+  /** Each listed feature's featureExpiration, where it has one. */
+  featureExpirations?: Readonly<Record<string, Date>>;
   offlineAllowed: boolean;
   trial: boolean;
   /** The device fingerprint as the application sent it; only its hash goes into the token. */
@@ -66,6 +70,7 @@ export function buildLicenseClaims(input: LicenseClaimsInput): LicenseClaims {
     graceEndsAt,
     productIds: [...input.productIds],
     features: { ...input.features },
+    featureEnds: endsBefore(input.featureExpirations ?? {}, graceEndsAt),
     offlineAllowed: input.offlineAllowed,
     trial: input.trial,
     fingerprintHash: fingerprintHash(input.fingerprint),
@@ -93,6 +98,7 @@ export function licensePayload(claims: LicenseClaims): JWTPayload {
     ent: claims.entitlementId,
     prd: claims.productIds,
     fea: claims.features,
+    ...(Object.keys(claims.featureEnds).length > 0 ? { fex: numericDates(claims.featureEnds) } : {}),
     off: claims.offlineAllowed,
     trl: claims.trial,
     fph: claims.fingerprintHash,
@@ -102,10 +108,11 @@ export function licensePayload(claims: LicenseClaims): JWTPayload {
 
 /** The claims of a verified payload; undefined when one is missing or of the wrong type. */
 export function claimsOfPayload(payload: Record<string, unknown>): LicenseClaims | undefined {
-  const { iss, sub, sid, iat, nbf, exp, gex, ent, prd, fea, off, trl, fph, ver } = payload;
+  const { iss, sub, sid, iat, nbf, exp, gex, ent, prd, fea, fex = {}, off, trl, fph, ver } = payload;
   if (typeof iss !== "string" || !iss.startsWith(ISSUER_PREFIX) || ver !== LICENSE_CLAIMS_VERSION) return undefined;
   if (typeof sub !== "string" || sub !== ent || typeof sid !== "string" || typeof fph !== "string") return undefined;
-  if (!isStringArray(prd) || !isStringRecord(fea) || typeof off !== "boolean" || typeof trl !== "boolean") {
+  if (!isStringArray(prd) || !isStringRecord(fea) || !isDateRecord(fex)) return undefined;
+  if (typeof off !== "boolean" || typeof trl !== "boolean") {
     return undefined;
   }
   if (!isNumericDate(iat) || !isNumericDate(nbf) || !isNumericDate(exp) || !isNumericDate(gex)) return undefined;
@@ -119,11 +126,23 @@ export function claimsOfPayload(payload: Record<string, unknown>): LicenseClaims
     graceEndsAt: fromNumericDate(gex),
     productIds: prd,
     features: fea,
+    featureEnds: Object.fromEntries(Object.entries(fex).map(([key, seconds]) => [key, fromNumericDate(seconds)])),
     offlineAllowed: off,
     trial: trl,
     fingerprintHash: fph,
     version: LICENSE_CLAIMS_VERSION,
   };
+}
+
+/** The ends before `graceEndsAt`, in whole seconds: a later one cannot matter to this token. */
+function endsBefore(ends: Readonly<Record<string, Date>>, graceEndsAt: Date): Record<string, Date> {
+  const before: Record<string, Date> = {};
+  for (const [key, end] of Object.entries(ends)) if (end < graceEndsAt) before[key] = wholeSeconds(end);
+  return before;
+}
+
+function numericDates(dates: Record<string, Date>): Record<string, number> {
+  return Object.fromEntries(Object.entries(dates).map(([key, date]) => [key, numericDate(date)]));
 }
 
 function wholeSeconds(date: Date): Date {
@@ -152,5 +171,11 @@ function isStringRecord(value: unknown): value is Record<string, string> {
     value !== null &&
     !Array.isArray(value) &&
     Object.values(value).every((item) => typeof item === "string")
+  );
+}
+
+function isDateRecord(value: unknown): value is Record<string, number> {
+  return (
+    typeof value === "object" && value !== null && !Array.isArray(value) && Object.values(value).every(isNumericDate)
   );
 }

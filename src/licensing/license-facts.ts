@@ -56,11 +56,33 @@ export function featureFacts(row: EntitlementFeatureRow): FeatureFacts {
   };
 }
 
-/** The `fea` claim: enabled features by code (or id when a feature has none) → value. */
+/**
+ * The `fea` claim: enabled features by code (or id when a feature has none) → value. Of features sharing a code
+ * (each of another product), the first listed counts.
+ */
 export function featureClaims(features: FeatureFacts[]): Record<string, string> {
   const claims: Record<string, string> = {};
-  for (const feature of features) claims[feature.featureCode || feature.id] = feature.value;
+  for (const feature of features) claims[feature.featureCode || feature.id] ??= feature.value;
   return claims;
+}
+
+/** The ends of the `fea` claim's features that have a featureExpiration, by the same keys (the same feature's). */
+export function featureExpirations(features: FeatureFacts[]): Record<string, Date> {
+  const ends: Record<string, Date> = {};
+  const seen = new Set<string>();
+  for (const feature of features) {
+    const key = feature.featureCode || feature.id;
+    if (!seen.has(key) && feature.featureExpiration) ends[key] = feature.featureExpiration;
+    seen.add(key);
+  }
+  return ends;
+}
+
+/** The features of the licensed products, in the products' order (then as stored). */
+function licensedFeatures(features: EntitlementFeatureRow[], productIds: readonly string[]): EntitlementFeatureRow[] {
+  const position = new Map(productIds.map((id, index) => [id, index]));
+  const licensed = features.filter((feature) => position.has(feature.productId));
+  return licensed.sort((a, b) => (position.get(a.productId) ?? 0) - (position.get(b.productId) ?? 0));
 }
 
 /** The claims of a license for a session with this lease: features as the rules enable them now. */
@@ -75,6 +97,8 @@ export function licenseClaimsFor(license: {
   now: Date;
 }): LicenseClaims {
   const { entitlement, facts, lease, trial, now } = license;
+  const licensed = licensedFeatures(license.features, facts.productIds).map(featureFacts);
+  const features = enabledFeatures(licensed, { trial, inGrace: false }, now);
   return buildLicenseClaims({
     providerId: entitlement.providerId,
     entitlementId: entitlement.id,
@@ -83,7 +107,8 @@ export function licenseClaimsFor(license: {
     leaseEndsAt: lease.leaseExpiresAt,
     graceEndsAt: lease.graceEndsAt,
     productIds: facts.productIds,
-    features: featureClaims(enabledFeatures(license.features.map(featureFacts), { trial, inGrace: false }, now)),
+    features: featureClaims(features),
+    featureExpirations: featureExpirations(features),
     offlineAllowed: facts.policy?.claimBasedActivation?.allowOffLineUse ?? false,
     trial,
     fingerprint: license.fingerprint,

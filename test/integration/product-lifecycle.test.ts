@@ -100,6 +100,8 @@ for (const name of ["MySQL", "SQLite"] as const) {
     const { baseUrl } = t.context.servers[name];
     const kept = await entitlementWithCode(baseUrl, POLICY);
     const retiring = await entitlementWithCode(baseUrl, POLICY);
+    const features = [{ featureCode: "retiring-only", value: "x", isEnabled: true }];
+    t.is((await rest(baseUrl, "PUT", `${PRODUCTS}/${retiring.productId}`, { features })).status, 200);
     const both = await entitle(baseUrl, [kept.productId, retiring.productId]);
     t.is(both.status, 200);
     const issued = await rest(baseUrl, "POST", codesPath(both.body.id), { useEntitlementMaxActivations: true });
@@ -107,6 +109,8 @@ for (const name of ["MySQL", "SQLite"] as const) {
     const answer = await activate(baseUrl, { activationCode: issued.body.activationCode, fingerprint: device() });
     t.is(answer.status, 200, JSON.stringify(answer.body));
     t.deepEqual(answer.body.licensedProducts, [kept.productId]);
-    t.deepEqual(licenseClaimsOf(answer.body.licenseToken).prd ?? answer.body.licensedProducts, [kept.productId]);
+    const claims = licenseClaimsOf(answer.body.licenseToken);
+    t.deepEqual(claims.prd, [kept.productId]);
+    t.deepEqual(claims.fea, { export: "10" }, "no feature of the retired product");
   });
 }

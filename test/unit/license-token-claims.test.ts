@@ -43,6 +43,7 @@ test("the builder carries instants in whole seconds, nbf at iat, and only a hash
     graceEndsAt: new Date("2026-03-09T12:00:00Z"),
     productIds: [PRODUCT],
     features: { "export-pdf": "true", seats: "5" },
+    featureEnds: {},
     offlineAllowed: true,
     trial: false,
     // SHA-256("abc"), base64url without padding.
@@ -89,6 +90,20 @@ test("the payload holds exactly the documented claims, with NumericDate instants
   });
 });
 
+test("features ending before the grace end are named in `fex`, in whole seconds; later ends are not", (t) => {
+  const claims = buildLicenseClaims(
+    input({
+      featureExpirations: {
+        "export-pdf": new Date("2026-03-05T08:30:00.900Z"),
+        seats: new Date("2026-03-09T12:00:00.100Z"),
+      },
+    }),
+  );
+  t.deepEqual(claims.featureEnds, { "export-pdf": new Date("2026-03-05T08:30:00Z") });
+  t.deepEqual(licensePayload(claims).fex, { "export-pdf": Date.parse("2026-03-05T08:30:00Z") / 1000 });
+  t.deepEqual(claimsOfPayload(JSON.parse(JSON.stringify(licensePayload(claims)))), claims);
+});
+
 test("a payload reads back to the claims it was made from", (t) => {
   const claims = buildLicenseClaims(input());
   t.deepEqual(claimsOfPayload(JSON.parse(JSON.stringify(licensePayload(claims)))), claims);
@@ -107,6 +122,8 @@ test("a payload with a claim missing, of the wrong type or of another version re
     { ...payload, prd: [1] },
     { ...payload, fea: ["true"] },
     { ...payload, fea: { seats: 5 } },
+    { ...payload, fex: { seats: "1772452800" } },
+    { ...payload, fex: [1772452800] },
     { ...payload, off: "true" },
     { ...payload, trl: 0 },
     { ...payload, ver: 2 },
