@@ -28,7 +28,7 @@ export async function factsWithProducts(
     facts.products = store.productsOf(rows).current;
   }
   entitlementProducts.remember(entitlement.id, facts.productIds, codesWanted);
-  return deps.productStatuses.licensable(entitlement.providerId, facts, "activate");
+  return deps.productStatuses.licensable(entitlement.providerId, facts, "activate", transaction);
 }
 
 /** What a new session is made of, besides its id and the caller's address. */

@@ -112,9 +112,7 @@ export function claimsOfPayload(payload: Record<string, unknown>): LicenseClaims
   if (typeof iss !== "string" || !iss.startsWith(ISSUER_PREFIX) || ver !== LICENSE_CLAIMS_VERSION) return undefined;
   if (typeof sub !== "string" || sub !== ent || typeof sid !== "string" || typeof fph !== "string") return undefined;
   if (!isStringArray(prd) || !isStringRecord(fea) || !isDateRecord(fex)) return undefined;
-  if (typeof off !== "boolean" || typeof trl !== "boolean") {
-    return undefined;
-  }
+  if (typeof off !== "boolean" || typeof trl !== "boolean") return undefined;
   if (!isNumericDate(iat) || !isNumericDate(nbf) || !isNumericDate(exp) || !isNumericDate(gex)) return undefined;
   return {
     providerId: iss.slice(ISSUER_PREFIX.length),

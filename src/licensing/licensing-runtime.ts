@@ -75,7 +75,7 @@ export async function createLicensing(options: {
     seatPlans: new SeatPlans(),
     entitlementFeatures: new EntitlementFeatureCache(),
     entitlementProducts: new EntitlementProductCache(),
-    productStatuses: await ProductStatuses.create(dataSource, options.bus, clock),
+    productStatuses: await ProductStatuses.create(options.bus, clock),
     activationGroups: new ActivationGroups(),
   };
   return {

@@ -1,10 +1,10 @@
-import type { DataSource } from "typeorm";
 import { ProductStatus } from "../../gen/provision/v1/catalog_pb.js";
 import { keyOf, PRODUCT_CHANGED_CHANNEL, PRODUCT_MAX_AGE_MS } from "../catalog/product-cache.js";
 import type { Clock } from "../platform/clock.js";
 import { DomainError } from "../platform/errors.js";
 import { InvalidatedCache } from "../platform/invalidated-cache.js";
 import type { InvalidationBus } from "../platform/invalidation-bus.js";
+import type { BatchedTransaction } from "../platform/statement-batch.js";
 import type { EntitlementFacts } from "./activation-rules.js";
 
 /** What a product's lifecycle status (catalog.proto's ProductStatus) may refuse. */
@@ -28,12 +28,9 @@ export function statusAllows(status: number, step: LicensingStep): boolean {
  * the GetProduct cache listens on). Read on the activation and renewal paths, so kept apart from the transaction.
  */
 export class ProductStatuses {
-  private constructor(
-    private readonly dataSource: DataSource,
-    private readonly cache: InvalidatedCache<number | null>,
-  ) {}
+  private constructor(private readonly cache: InvalidatedCache<number | null>) {}
 
-  static async create(dataSource: DataSource, bus: InvalidationBus, clock: Clock): Promise<ProductStatuses> {
+  static async create(bus: InvalidationBus, clock: Clock): Promise<ProductStatuses> {
     const cache = await InvalidatedCache.create<number | null>({
       channel: PRODUCT_CHANGED_CHANNEL,
       bus,
@@ -41,27 +38,37 @@ export class ProductStatuses {
       capacity: STATUSES_KEPT,
       maxAgeMs: PRODUCT_MAX_AGE_MS,
     });
-    return new ProductStatuses(dataSource, cache);
+    return new ProductStatuses(cache);
   }
 
   /**
    * The entitlement's facts with only the products that take the step (a license names no other), and
    * `productsUnavailable` when it has products and none does (the step is then refused: `productUnavailable`).
    */
-  async licensable(providerId: string, facts: EntitlementFacts, step: LicensingStep): Promise<EntitlementFacts> {
-    const statuses = await Promise.all(facts.productIds.map((id) => this.statusOf(providerId, id)));
+  async licensable(
+    providerId: string,
+    facts: EntitlementFacts,
+    step: LicensingStep,
+    transaction: BatchedTransaction,
+  ): Promise<EntitlementFacts> {
+    const statuses: (number | null)[] = [];
+    for (const id of facts.productIds) statuses.push(await this.statusOf(providerId, id, transaction));
     const taking = facts.productIds.filter((_, index) => statusAllows(statuses[index] ?? 0, step));
     if (taking.length === facts.productIds.length) return facts;
     const products = facts.products?.filter((product) => taking.includes(product.id)) ?? null;
     return { ...facts, productIds: taking, products, productsUnavailable: taking.length === 0 };
   }
 
-  private statusOf(providerId: string, productId: string): Promise<number | null> {
+  /**
+   * Read on a miss in the caller's transaction: a read from the pool, made while the transaction holds one of its
+   * connections, could wait for the pool itself when every connection is held so.
+   */
+  private statusOf(providerId: string, productId: string, transaction: BatchedTransaction): Promise<number | null> {
     return this.cache.get(keyOf(providerId, productId), async () => {
-      const [row] = (await this.dataSource.query("SELECT status FROM products WHERE id = ? AND provider_id = ?", [
-        productId,
-        providerId,
-      ])) as { status: unknown }[];
+      const [rows] = await transaction.run([
+        { sql: "SELECT status FROM products WHERE id = ? AND provider_id = ?", parameters: [productId, providerId] },
+      ]);
+      const [row] = rows as { status: unknown }[];
       return row ? Number(row.status) : null;
     });
   }

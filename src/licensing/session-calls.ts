@@ -196,7 +196,7 @@ async function renewInTransaction(
   const read = keptProductIds ? undefined : store.productsOf(productRows[0]);
   const stored = entitlementFacts(entitlement, productsReadOrKept(read, keptProductIds), null);
   if (read) deps.entitlementProducts.remember(entitlementId, read.ids, stored.policy?.requireProductCode ?? false);
-  const facts = await deps.productStatuses.licensable(entitlement.providerId, stored, "renew");
+  const facts = await deps.productStatuses.licensable(entitlement.providerId, stored, "renew", transaction);
   if (facts.productsUnavailable) throw productUnavailable("renew");
   if (endsAfterFirstActivation(facts.policy)) {
     const [first] = await transaction.run([store.firstActivationStatement(entitlementId)]);
