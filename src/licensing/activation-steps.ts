@@ -1,9 +1,16 @@
 import { DomainError } from "../platform/errors.js";
 import type { BatchedTransaction } from "../platform/statement-batch.js";
 import type { ActivationDependencies } from "./activation.js";
-import type { ActivationAsk, EntitlementFacts, Lease } from "./activation-rules.js";
+import {
+  type ActivationAsk,
+  type CodeFacts,
+  type EntitlementFacts,
+  isTrialActivation,
+  type Lease,
+} from "./activation-rules.js";
 import { type EntitlementRow, type LicenseSessionRow, SESSION_STATE } from "./entities.js";
 import { productsReadOrKept } from "./entitlement-product-cache.js";
+import { trialPeriodEnd } from "./license-ends.js";
 import { entitlementFacts } from "./license-facts.js";
 
 // What the single activation (activation.ts) and the grouped one (group-activation.ts) both do.
@@ -78,10 +85,21 @@ export function readFeatures(deps: ActivationDependencies, entitlement: Entitlem
   return features;
 }
 
-/** Whether an activation whose trial ends at `trialEndsAt` starts a trial counted from the first activation. */
-export function startsTrial(facts: EntitlementFacts, trialEndsAt: Date | null): boolean {
-  const trialPolicy = facts.policy?.trialActivationPolicy;
-  return Boolean(trialPolicy && !trialPolicy.trialEndsAt && trialEndsAt);
+/**
+ * The end to record as the policy's trialEndsAt when this activation starts a trial counted from the first
+ * activation (its trialPeriod from that first activation, which may be another code's); null when it starts none.
+ */
+export function trialStartEnd(
+  facts: EntitlementFacts,
+  code: CodeFacts,
+  firstActivationAt: Date | null,
+  now: Date,
+): Date | null {
+  const trial = facts.policy?.trialActivationPolicy;
+  if (!trial?.trialPeriodStartsAfterFirstActivation || trial.trialEndsAt || !isTrialActivation(facts, code)) {
+    return null;
+  }
+  return trialPeriodEnd(trial, facts.createdAt, firstActivationAt ?? now);
 }
 
 export function codeNotFound(): DomainError {

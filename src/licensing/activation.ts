@@ -34,7 +34,7 @@ import {
   isTrialActivation,
   leaseFor,
 } from "./activation-rules.js";
-import { codeNotFound, factsWithProducts, newSession, readFeatures, startsTrial } from "./activation-steps.js";
+import { codeNotFound, factsWithProducts, newSession, readFeatures, trialStartEnd } from "./activation-steps.js";
 import type { ClientHostNames } from "./client-host-names.js";
 import type { EntitlementFeatureRow, EntitlementRow, LicenseSessionRow } from "./entities.js";
 import { activatedEvent } from "./entitlement-events.js";
@@ -43,7 +43,7 @@ import { policyText } from "./entitlement-mapper.js";
 import type { EntitlementProductCache } from "./entitlement-product-cache.js";
 import type { EntitlementTurns } from "./entitlement-turns.js";
 import { fingerprintHash } from "./license-claims.js";
-import { endsAfterFirstActivation, trialPeriodEnd } from "./license-ends.js";
+import { endsAfterFirstActivation } from "./license-ends.js";
 import { codeFacts, licenseClaimsFor } from "./license-facts.js";
 import type { LicenseKeys } from "./license-keys.js";
 import type { LicenseTokens } from "./license-tokens.js";
@@ -243,7 +243,8 @@ async function activateInTransaction(
     graceEndsAt: lease.graceEndsAt,
     endingSeats: replaced.holdingSeats,
   });
-  const trialStart = trialStartStatement(store, facts, entitlement.id, lease.trialEndsAt, now);
+  const trialEndsAt = trialStartEnd(facts, codeFact, firstActivationOf(facts, codeFact), now);
+  const trialStart = trialStartStatement(store, facts, entitlement.id, trialEndsAt, now);
   const floating = claim?.isFloatingLicense ?? false;
   const parts = { entitlement, codeId: code.id, ask, hash, trial, lease, now, floating };
   const session = newSession(deps, parts, input.clientAddress);
@@ -350,9 +351,9 @@ async function seatResults(transaction: BatchedTransaction, reads: Statement[], 
 }
 
 /**
- * A trial activation (`trialEndsAt` set) that starts a trial counted from the first activation: the trial
- * period's end is recorded on the policy (trialEndsAt), in the facts the license is built from and in the stored
- * policy. Only the period's: the trial's notValidAfterTimestamp stays the vendor's to move.
+ * A trial counted from the first activation starts now (`trialEndsAt`, see trialStartEnd): its end is recorded on
+ * the policy, in the facts the license is built from and in the stored policy. Only the trial period's end: the
+ * trial's notValidAfterTimestamp stays the vendor's to move.
  */
 function trialStartStatement(
   store: SessionStore,
@@ -361,11 +362,9 @@ function trialStartStatement(
   trialEndsAt: Date | null,
   now: Date,
 ): Statement[] {
-  const trial = facts.policy?.trialActivationPolicy;
-  const periodEnd = trial && trialEndsAt ? trialPeriodEnd(trial, facts.createdAt, now) : null;
-  if (!facts.policy || !periodEnd || !startsTrial(facts, periodEnd)) return [];
+  if (!facts.policy || !trialEndsAt) return [];
   const policy = clone(ActivationPolicySchema, facts.policy);
-  if (policy.trialActivationPolicy) policy.trialActivationPolicy.trialEndsAt = timestampFromDate(periodEnd);
+  if (policy.trialActivationPolicy) policy.trialActivationPolicy.trialEndsAt = timestampFromDate(trialEndsAt);
   facts.policy = policy;
   return [store.storeActivationPolicyStatement(entitlementId, policyText(policy) as string, now)];
 }

@@ -12,7 +12,7 @@ import {
   isTrialActivation,
   leaseFor,
 } from "./activation-rules.js";
-import { codeNotFound, factsWithProducts, newSession, readFeatures, startsTrial } from "./activation-steps.js";
+import { codeNotFound, factsWithProducts, newSession, readFeatures, trialStartEnd } from "./activation-steps.js";
 import type { ActivationCodeRow, EntitlementFeatureRow, EntitlementRow, LicenseSessionRow } from "./entities.js";
 import { activatedEvent } from "./entitlement-events.js";
 import { devicesByOwner, entitlementOfAsk, GroupSeats, type SeatAsk } from "./group-seats.js";
@@ -325,8 +325,9 @@ function decide(state: GroupState, job: GroupedActivation): Decision {
     const codeFact = codeFacts(code);
     checkSignedIn(deps, job.prepared, () => checkActivation(facts, codeFact, job.ask, job.now));
     checkHost(deps, facts.policy, job.clientAddress, job.prepared);
-    const lease = leaseFor(facts, codeFact, job.ask.requestedLeaseMs, job.now, firstActivationOf(facts, codeFact));
-    if (startsTrial(facts, lease.trialEndsAt)) return ALONE;
+    const firstActivationAt = firstActivationOf(facts, codeFact);
+    const lease = leaseFor(facts, codeFact, job.ask.requestedLeaseMs, job.now, firstActivationAt);
+    if (trialStartEnd(facts, codeFact, firstActivationAt, job.now)) return ALONE;
     const seatDevice = {
       fingerprintHash: job.hash,
       fingerprint: job.ask.fingerprint,

@@ -16,7 +16,10 @@ export interface LicenseTimeline {
 /** Whether an end of the license is counted from its first activation (activationPeriod, or such a trial). */
 export function endsAfterFirstActivation(policy: ActivationPolicy | undefined): boolean {
   const trial = policy?.trialActivationPolicy;
-  const trialFromFirst = trial?.trialPeriodStartsAfterFirstActivation === true && trial.trialEndsAt === undefined;
+  const trialFromFirst =
+    trial?.trialPeriodStartsAfterFirstActivation === true &&
+    trial.trialEndsAt === undefined &&
+    durationMs(trial.trialPeriod) !== null;
   return trialFromFirst || policy?.timeRestrictedActivationPolicy?.activationPeriod !== undefined;
 }
 

@@ -168,6 +168,32 @@ each("a trial's notValidAfterTimestamp moved later once the trial started still 
   t.is(licenseClaimsOf(renewed.body.licenseToken).exp, Math.floor((clock.now().getTime() + 5 * HOUR) / 1000));
 });
 
+each(
+  "a trial code's trial counted from the first activation counts from another code's earlier one",
+  async (t, mode) => {
+    const { server, clock } = t.context.servers[mode];
+    const policy = {
+      ...SEATS,
+      trialActivationPolicy: { trialPeriod: "10:00:00", trialPeriodStartsAfterFirstActivation: true },
+    };
+    const { entitlementId, code } = await entitlementWithCode(server.baseUrl, policy);
+    const firstAt = clock.now().getTime();
+    t.is((await activate(server.baseUrl, { activationCode: code, fingerprint: "paid" })).status, 200);
+    clock.advance(4 * HOUR);
+    const trialCode = await rest(server.baseUrl, "POST", codesPath(entitlementId), {
+      isTrialActivation: true,
+      useEntitlementMaxActivations: true,
+    });
+    const trial = await activate(server.baseUrl, { activationCode: trialCode.body.activationCode, fingerprint: "t" });
+    t.is(trial.status, 200, JSON.stringify(trial.body));
+    t.is(licenseClaimsOf(trial.body.licenseToken).exp, Math.floor((firstAt + 10 * HOUR) / 1000));
+    const stored = await rest(server.baseUrl, "GET", `${ENTITLEMENTS}/${entitlementId}`);
+    t.is(Date.parse(stored.body.activationPolicy.trialActivationPolicy.trialEndsAt), firstAt + 10 * HOUR);
+    const renewed = await sessionCall(server.baseUrl, trial.body.licenseToken, "renew");
+    t.is(licenseClaimsOf(renewed.body.licenseToken).exp, Math.floor((firstAt + 10 * HOUR) / 1000));
+  },
+);
+
 each("an inactive subscription refuses activation unless enforcement is soft, which reports grace", async (t, mode) => {
   const { server } = t.context.servers[mode];
   const hard = {
