@@ -68,8 +68,9 @@ export async function recordUsageTransactions(
     try {
       await Promise.all(toRebuild.map(({ ref, generation }) => deps.counters.awaitGeneration(ref, generation)));
       toRebuild = [];
-      const items = await usageItemsOf(deps.counters, usage, sessionId, request.events, deps.clock.now());
-      const write = () => writeBatch(deps, usage, sessionId, items, attempt);
+      const receivedAt = deps.clock.now();
+      const items = await usageItemsOf(deps.counters, usage, sessionId, request.events, receivedAt);
+      const write = () => writeBatch(deps, { usage, sessionId, items, receivedAt }, attempt);
       const counts = attempt.waitForPeriods
         ? await deps.heldPeriodTurns.run(entitlementId, write)
         : await deps.batchTurns.run(write);
@@ -88,11 +89,17 @@ export async function recordUsageTransactions(
   throw countersUnavailable("they keep changing");
 }
 
+/** A batch's items, dated (those sent without a time) at `receivedAt`. */
+interface Batch {
+  usage: EntitlementUsage;
+  sessionId: string;
+  items: UsageItem[];
+  receivedAt: Date;
+}
+
 async function writeBatch(
   deps: UsageDependencies,
-  usage: EntitlementUsage,
-  sessionId: string,
-  items: UsageItem[],
+  { usage, sessionId, items, receivedAt }: Batch,
   { checkDuplicates, waitForPeriods }: Attempt,
 ): Promise<{ acceptedCount: number; duplicateCount: number }> {
   const now = deps.clock.now();
@@ -116,6 +123,7 @@ async function writeBatch(
           valueMicro: reserved.after,
           limitMicro: reserved.limit,
           generation: reserved.generation,
+          backDated: ref.periodEnd !== null && ref.periodEnd <= receivedAt,
         })),
       );
       return fresh.length;

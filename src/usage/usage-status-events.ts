@@ -27,6 +27,11 @@ export interface StatusObservation {
   allowDecrease?: boolean;
   /** A look again at the asset (its write's hint gone): clears the look-again it was asked for. */
   recheck?: boolean;
+  /**
+   * Usage dated into a period that had ended when it arrived: it changes no status (the status followed is the
+   * latest period's). Usage dated while its period ran counts even when its write gets here after the end.
+   */
+  backDated?: boolean;
 }
 
 interface KnownStatus {
@@ -69,9 +74,8 @@ export class UsageStatusEvents {
 
   /** Whether `record` would read or write anything for these observations (a status may have changed). */
   mayRecord(observations: StatusObservation[]): boolean {
-    const now = this.clock.now();
     return latestPerAsset(observations).some(
-      (observation) => !endedUnasked(observation, now) && this.mayChange(observation, statusOf(observation)),
+      (observation) => !observation.backDated && this.mayChange(observation, statusOf(observation)),
     );
   }
 
@@ -83,7 +87,7 @@ export class UsageStatusEvents {
     const now = this.clock.now();
     for (const observation of latestPerAsset(observations)) {
       const hinted = statusOf(observation);
-      if (endedUnasked(observation, now) || !this.mayChange(observation, hinted)) continue;
+      if (observation.backDated || !this.mayChange(observation, hinted)) continue;
       const { ref } = observation;
       const stored = await this.store.lockStatus(
         manager,
@@ -159,15 +163,6 @@ export class UsageStatusEvents {
       }
     }
   }
-}
-
-/**
- * Usage dated back into a period that has ended changes no status: the status followed is the latest period's.
- * A look again asked for by a write made while its period ran is still made.
- */
-function endedUnasked(observation: StatusObservation, now: Date): boolean {
-  const { periodEnd } = observation.ref;
-  return !observation.recheck && periodEnd !== null && periodEnd.getTime() <= now.getTime();
 }
 
 /** What to store after the observation, or undefined to leave the stored status as it is. */

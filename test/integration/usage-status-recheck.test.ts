@@ -196,3 +196,30 @@ test.serial(
     }
   },
 );
+
+test.serial("a crossing whose write reaches the status just after its period ended is still reported", async (t) => {
+  const HOUR = 3_600_000;
+  const clock = manualClock(Date.parse("2026-03-01T12:30:00Z"));
+  const { servers, close } = await startOnBothDatabases({ clock });
+  try {
+    for (const server of Object.values(servers)) {
+      const periodStart = Math.floor(clock.now().getTime() / HOUR) * HOUR;
+      clock.advance(periodStart + HOUR - 2000 - clock.now().getTime());
+      await keepOutboxEvents(server);
+      defaultAuthorization.set(server.baseUrl, await bearerWithScopes(server, ["*"]));
+      const { entitlement, other } = await ninetyCallsUsed(server, HOURLY_CALLS, clock);
+      await commitInFlight(server, other, 15);
+      // The write of usage dated while the period ran, its turn come only after the period's end.
+      clock.advance(5000);
+      await writeSeeing(server, other, 105);
+      other.events.close();
+      const events = await usageEventsOf(server, entitlement.entitlementId);
+      t.deepEqual(
+        events.map(({ data }) => [data.previousSeverity, data.severity, data.consumption]),
+        [[1, 2, 105]],
+      );
+    }
+  } finally {
+    await close();
+  }
+});
