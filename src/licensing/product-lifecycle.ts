@@ -51,26 +51,39 @@ export class ProductStatuses {
     step: LicensingStep,
     transaction: BatchedTransaction,
   ): Promise<EntitlementFacts> {
-    const statuses: (number | null)[] = [];
-    for (const id of facts.productIds) statuses.push(await this.statusOf(providerId, id, transaction));
-    const taking = facts.productIds.filter((_, index) => statusAllows(statuses[index] ?? 0, step));
+    const statuses = await this.statusesOf(providerId, facts.productIds, transaction);
+    const taking = facts.productIds.filter((id) => statusAllows(statuses.get(id) ?? 0, step));
     if (taking.length === facts.productIds.length) return facts;
     const products = facts.products?.filter((product) => taking.includes(product.id)) ?? null;
     return { ...facts, productIds: taking, products, productsUnavailable: taking.length === 0 };
   }
 
   /**
-   * Read on a miss in the caller's transaction: a read from the pool, made while the transaction holds one of its
-   * connections, could wait for the pool itself when every connection is held so.
+   * The products' statuses (null: no such product), from memory; those missing are read in one statement of the
+   * caller's transaction (a read from the pool, made while the transaction holds one of its connections, could
+   * wait on the pool itself when every connection is held so) and kept.
    */
-  private statusOf(providerId: string, productId: string, transaction: BatchedTransaction): Promise<number | null> {
-    return this.cache.get(keyOf(providerId, productId), async () => {
-      const [rows] = await transaction.run([
-        { sql: "SELECT status FROM products WHERE id = ? AND provider_id = ?", parameters: [productId, providerId] },
-      ]);
-      const [row] = rows as { status: unknown }[];
-      return row ? Number(row.status) : null;
-    });
+  private async statusesOf(
+    providerId: string,
+    productIds: string[],
+    transaction: BatchedTransaction,
+  ): Promise<Map<string, number | null>> {
+    const statuses = new Map(productIds.map((id) => [id, this.cache.peek(keyOf(providerId, id))]));
+    const missing = productIds.filter((id) => statuses.get(id) === undefined);
+    if (missing.length === 0) return statuses as Map<string, number | null>;
+    const [rows] = await transaction.run([
+      {
+        sql: `SELECT id, status FROM products WHERE provider_id = ? AND id IN (${missing.map(() => "?").join(", ")})`,
+        parameters: [providerId, ...missing],
+      },
+    ]);
+    const read = new Map((rows as { id: string; status: unknown }[]).map((row) => [row.id, Number(row.status)]));
+    for (const id of missing) {
+      const status = read.get(id) ?? null;
+      statuses.set(id, status);
+      await this.cache.get(keyOf(providerId, id), async () => status);
+    }
+    return statuses as Map<string, number | null>;
   }
 }
 

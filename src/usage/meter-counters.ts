@@ -91,10 +91,10 @@ export class MeterCounters {
 
   /**
    * A refusal from a credit balance's counter stands only while the balance is still in the counter's period:
-   * another instance's automatic top-up may have moved it on. Throws BalancePeriodMoved then.
+   * another instance's automatic top-up may have moved it on (only those move it). Throws BalancePeriodMoved then.
    */
   async confirmRefusal(ref: MeterRef): Promise<void> {
-    if (!ref.balance) return;
+    if (!ref.asset.balance?.autoBalance) return;
     const current = await this.store.balances.currentPeriodStart(ref.assetId);
     if (current && current.getTime() !== ref.periodStart.getTime()) throw new BalancePeriodMoved(current);
   }
