@@ -25,7 +25,7 @@ export function statusAllows(status: number, step: LicensingStep): boolean {
 
 /**
  * Each product's lifecycle status, per instance, dropped on every instance when the product changes (the channel
- * the GetProduct cache listens on). Read on the activation and renewal paths, so kept apart from the transaction.
+ * the GetProduct cache listens on): activations and renewals read a status from the database only when missing.
  */
 export class ProductStatuses {
   private constructor(private readonly cache: InvalidatedCache<number | null>) {}
