@@ -8,7 +8,7 @@ import { UsageStatusEvents } from "../../src/usage/usage-status-events.js";
 import { RECORD_KIND, UsageStore } from "../../src/usage/usage-store.js";
 import { Outbox } from "../../src/webhooks/outbox.js";
 import { bearerWithScopes } from "../support/credentials.js";
-import { manualClock } from "../support/manual-clock.js";
+import { type ManualClock, manualClock } from "../support/manual-clock.js";
 import {
   API_CALLS,
   meteredEntitlement,
@@ -160,45 +160,19 @@ for (const name of ["MySQL", "SQLite"] as const) {
   });
 }
 
-test.serial(
-  "a crossing left to be looked at again is reported for its own period after that period ended",
-  async (t) => {
-    const HOUR = 3_600_000;
-    const clock = manualClock(Date.parse("2026-03-01T12:30:00Z"));
-    const { servers, close } = await startOnBothDatabases({ clock });
-    try {
-      for (const server of Object.values(servers)) {
-        const periodStart = Math.floor(clock.now().getTime() / HOUR) * HOUR;
-        clock.advance(periodStart + HOUR - 2000 - clock.now().getTime());
-        await keepOutboxEvents(server);
-        defaultAuthorization.set(server.baseUrl, await bearerWithScopes(server, ["*"]));
-        const { entitlement, other } = await ninetyCallsUsed(server, HOURLY_CALLS, clock);
-        await writeSeeing(server, other, 105);
-        other.events.close();
-        await commitInFlight(server, other, 15);
-        clock.advance(2 * 60_000);
-        await server.app.scheduler.tick();
-        // Events are listed by their time: the way back is written a second later.
-        clock.advance(1000);
-        await server.app.scheduler.tick();
-        const events = await usageEventsOf(server, entitlement.entitlementId);
-        const hour = (ms: number) => new Date(ms).toISOString().replace(".000", "");
-        t.deepEqual(
-          events.map(({ data }) => [data.previousSeverity, data.severity, data.periodStart, data.consumption]),
-          [
-            [1, 2, hour(periodStart), 105],
-            [2, 1, hour(periodStart + HOUR), 0],
-          ],
-        );
-      }
-    } finally {
-      await close();
-    }
-  },
-);
+const HOUR = 3_600_000;
 
-test.serial("a crossing whose write reaches the status just after its period ended is still reported", async (t) => {
-  const HOUR = 3_600_000;
+/**
+ * Runs `scenario` on a server of each database sharing one manual clock, each time two seconds before an hour
+ * ends, with an entitlement whose hourly API calls stand at 90 and the other instance's parts.
+ */
+async function beforeAnHourEnds(
+  scenario: (
+    server: TestServer,
+    clock: ManualClock,
+    used: Awaited<ReturnType<typeof ninetyCallsUsed>> & { periodStart: number },
+  ) => Promise<void>,
+) {
   const clock = manualClock(Date.parse("2026-03-01T12:30:00Z"));
   const { servers, close } = await startOnBothDatabases({ clock });
   try {
@@ -207,19 +181,47 @@ test.serial("a crossing whose write reaches the status just after its period end
       clock.advance(periodStart + HOUR - 2000 - clock.now().getTime());
       await keepOutboxEvents(server);
       defaultAuthorization.set(server.baseUrl, await bearerWithScopes(server, ["*"]));
-      const { entitlement, other } = await ninetyCallsUsed(server, HOURLY_CALLS, clock);
-      await commitInFlight(server, other, 15);
-      // The write of usage dated while the period ran, its turn come only after the period's end.
-      clock.advance(5000);
-      await writeSeeing(server, other, 105);
-      other.events.close();
-      const events = await usageEventsOf(server, entitlement.entitlementId);
-      t.deepEqual(
-        events.map(({ data }) => [data.previousSeverity, data.severity, data.consumption]),
-        [[1, 2, 105]],
-      );
+      const used = await ninetyCallsUsed(server, HOURLY_CALLS, clock);
+      await scenario(server, clock, { ...used, periodStart });
+      used.other.events.close();
     }
   } finally {
     await close();
   }
-});
+}
+
+test.serial("a crossing left to be looked at again is reported for its own period after that period ended", (t) =>
+  beforeAnHourEnds(async (server, clock, { entitlement, other, periodStart }) => {
+    await writeSeeing(server, other, 105);
+    other.events.close();
+    await commitInFlight(server, other, 15);
+    clock.advance(2 * 60_000);
+    await server.app.scheduler.tick();
+    // Events are listed by their time: the way back is written a second later.
+    clock.advance(1000);
+    await server.app.scheduler.tick();
+    const events = await usageEventsOf(server, entitlement.entitlementId);
+    const hour = (ms: number) => new Date(ms).toISOString().replace(".000", "");
+    t.deepEqual(
+      events.map(({ data }) => [data.previousSeverity, data.severity, data.periodStart, data.consumption]),
+      [
+        [1, 2, hour(periodStart), 105],
+        [2, 1, hour(periodStart + HOUR), 0],
+      ],
+    );
+  }),
+);
+
+test.serial("a crossing whose write reaches the status just after its period ended is still reported", (t) =>
+  beforeAnHourEnds(async (server, clock, { entitlement, other }) => {
+    await commitInFlight(server, other, 15);
+    // The write of usage dated while the period ran, its turn come only after the period's end.
+    clock.advance(5000);
+    await writeSeeing(server, other, 105);
+    const events = await usageEventsOf(server, entitlement.entitlementId);
+    t.deepEqual(
+      events.map(({ data }) => [data.previousSeverity, data.severity, data.consumption]),
+      [[1, 2, 105]],
+    );
+  }),
+);
