@@ -10,7 +10,7 @@ import {
 } from "./activation-rules.js";
 import { type EntitlementRow, type LicenseSessionRow, SESSION_STATE } from "./entities.js";
 import { productsReadOrKept } from "./entitlement-product-cache.js";
-import { trialPeriodEnd } from "./license-ends.js";
+import { trialAwaitsFirstActivation, trialPeriodEnd } from "./license-ends.js";
 import { entitlementFacts } from "./license-facts.js";
 
 // What the single activation (activation.ts) and the grouped one (group-activation.ts) both do.
@@ -96,9 +96,7 @@ export function trialStartEnd(
   now: Date,
 ): Date | null {
   const trial = facts.policy?.trialActivationPolicy;
-  if (!trial?.trialPeriodStartsAfterFirstActivation || trial.trialEndsAt || !isTrialActivation(facts, code)) {
-    return null;
-  }
+  if (!trial || !trialAwaitsFirstActivation(trial) || !isTrialActivation(facts, code)) return null;
   return trialPeriodEnd(trial, facts.createdAt, firstActivationAt ?? now);
 }
 

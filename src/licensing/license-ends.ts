@@ -16,11 +16,19 @@ export interface LicenseTimeline {
 /** Whether an end of the license is counted from its first activation (activationPeriod, or such a trial). */
 export function endsAfterFirstActivation(policy: ActivationPolicy | undefined): boolean {
   const trial = policy?.trialActivationPolicy;
-  const trialFromFirst =
-    trial?.trialPeriodStartsAfterFirstActivation === true &&
+  return (
+    (trial !== undefined && trialAwaitsFirstActivation(trial)) ||
+    policy?.timeRestrictedActivationPolicy?.activationPeriod !== undefined
+  );
+}
+
+/** A trialPeriod counted from the first activation, not started yet (the service sets trialEndsAt when it does). */
+export function trialAwaitsFirstActivation(trial: TrialActivationPolicy): boolean {
+  return (
+    trial.trialPeriodStartsAfterFirstActivation &&
     trial.trialEndsAt === undefined &&
-    durationMs(trial.trialPeriod) !== null;
-  return trialFromFirst || policy?.timeRestrictedActivationPolicy?.activationPeriod !== undefined;
+    durationMs(trial.trialPeriod) !== null
+  );
 }
 
 /**

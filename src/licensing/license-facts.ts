@@ -56,26 +56,29 @@ export function featureFacts(row: EntitlementFeatureRow): FeatureFacts {
   };
 }
 
-/**
- * The `fea` claim: enabled features by code (or id when a feature has none) → value. Of features sharing a code
- * (each of another product), the first listed counts.
- */
+/** The `fea` claim: enabled features by code (or id when a feature has none) → value. */
 export function featureClaims(features: FeatureFacts[]): Record<string, string> {
   const claims: Record<string, string> = {};
-  for (const feature of features) claims[feature.featureCode || feature.id] ??= feature.value;
+  for (const feature of features) claims[claimKey(feature)] = feature.value;
   return claims;
 }
 
-/** The ends of the `fea` claim's features that have a featureExpiration, by the same keys (the same feature's). */
-export function featureExpirations(features: FeatureFacts[]): Record<string, Date> {
+/** The ends of the `fea` claim's features that have a featureExpiration, by the same keys. */
+function featureExpirations(features: FeatureFacts[]): Record<string, Date> {
   const ends: Record<string, Date> = {};
-  const seen = new Set<string>();
-  for (const feature of features) {
-    const key = feature.featureCode || feature.id;
-    if (!seen.has(key) && feature.featureExpiration) ends[key] = feature.featureExpiration;
-    seen.add(key);
-  }
+  for (const feature of features) if (feature.featureExpiration) ends[claimKey(feature)] = feature.featureExpiration;
   return ends;
+}
+
+function claimKey(feature: FeatureFacts): string {
+  return feature.featureCode || feature.id;
+}
+
+/** Of features sharing a claim key (a code, each of another product), the first listed. */
+function firstPerKey(features: FeatureFacts[]): FeatureFacts[] {
+  const first = new Map<string, FeatureFacts>();
+  for (const feature of features) if (!first.has(claimKey(feature))) first.set(claimKey(feature), feature);
+  return [...first.values()];
 }
 
 /** The features of the licensed products, in the products' order (then as stored). */
@@ -98,7 +101,7 @@ export function licenseClaimsFor(license: {
 }): LicenseClaims {
   const { entitlement, facts, lease, trial, now } = license;
   const licensed = licensedFeatures(license.features, facts.productIds).map(featureFacts);
-  const features = enabledFeatures(licensed, { trial, inGrace: false }, now);
+  const features = firstPerKey(enabledFeatures(licensed, { trial, inGrace: false }, now));
   return buildLicenseClaims({
     providerId: entitlement.providerId,
     entitlementId: entitlement.id,

@@ -61,30 +61,38 @@ export class ProductStatuses {
   /**
    * The products' statuses (null: no such product), from memory; those missing are read in one statement of the
    * caller's transaction (a read from the pool, made while the transaction holds one of its connections, could
-   * wait on the pool itself when every connection is held so) and kept.
+   * wait on the pool itself when every connection is held so). Their loads start before the read is sent, so a
+   * change published meanwhile keeps what it read from being kept.
    */
   private async statusesOf(
     providerId: string,
     productIds: string[],
     transaction: BatchedTransaction,
   ): Promise<Map<string, number | null>> {
-    const statuses = new Map(productIds.map((id) => [id, this.cache.peek(keyOf(providerId, id))]));
-    const missing = productIds.filter((id) => statuses.get(id) === undefined);
-    if (missing.length === 0) return statuses as Map<string, number | null>;
-    const [rows] = await transaction.run([
-      {
-        sql: `SELECT id, status FROM products WHERE provider_id = ? AND id IN (${missing.map(() => "?").join(", ")})`,
-        parameters: [providerId, ...missing],
-      },
-    ]);
-    const read = new Map((rows as { id: string; status: unknown }[]).map((row) => [row.id, Number(row.status)]));
-    for (const id of missing) {
-      const status = read.get(id) ?? null;
-      statuses.set(id, status);
-      await this.cache.get(keyOf(providerId, id), async () => status);
-    }
-    return statuses as Map<string, number | null>;
+    const kept = new Map(productIds.map((id) => [id, this.cache.peek(keyOf(providerId, id))]));
+    const missing = productIds.filter((id) => kept.get(id) === undefined);
+    if (missing.length === 0) return kept as Map<string, number | null>;
+    const read = readStatuses(providerId, missing, transaction);
+    const loads = missing.map((id) => this.cache.get(keyOf(providerId, id), async () => (await read).get(id) ?? null));
+    // The read awaited with the loads: it fails the call even where another caller's load served the id.
+    const [, ...loaded] = await Promise.all([read, ...loads]);
+    for (const [index, id] of missing.entries()) kept.set(id, loaded[index]);
+    return kept as Map<string, number | null>;
   }
+}
+
+async function readStatuses(
+  providerId: string,
+  productIds: string[],
+  transaction: BatchedTransaction,
+): Promise<Map<string, number>> {
+  const [rows] = await transaction.run([
+    {
+      sql: `SELECT id, status FROM products WHERE provider_id = ? AND id IN (${productIds.map(() => "?").join(", ")})`,
+      parameters: [providerId, ...productIds],
+    },
+  ]);
+  return new Map((rows as { id: string; status: unknown }[]).map((row) => [row.id, Number(row.status)]));
 }
 
 /** 403 `product-unavailable`: none of the entitlement's products takes the step. */

@@ -2,15 +2,15 @@ import anyTest, { type TestFn } from "ava";
 import { bearerWithScopes } from "../support/credentials.js";
 import { type ManualClock, manualClock } from "../support/manual-clock.js";
 import {
+  assetUsageOf,
   CREDITS,
-  entitlementUsagePath,
   meteredEntitlement,
   meteredSession,
   preallocate,
   sendUsage,
   usageItems,
 } from "../support/metering.js";
-import { defaultAuthorization, rest } from "../support/rest.js";
+import { defaultAuthorization } from "../support/rest.js";
 import { createTestDatabase, startTestServer, type TestServer } from "../support/test-server.js";
 
 /** Two instances on one MySQL database, the local Redis and one clock: the first runs the scheduler's ticks. */
@@ -55,9 +55,8 @@ async function nextMidnight(t: { context: { scheduling: TestServer; serving: Tes
   await scheduling.app.scheduler.tick();
 }
 
-async function creditsOf(server: TestServer, entitlementId: string) {
-  const answer = await rest(server.baseUrl, "GET", entitlementUsagePath(entitlementId));
-  return answer.body.assets.find((asset: { metricName: string }) => asset.metricName === "daily-credits");
+function creditsOf(server: TestServer, entitlementId: string) {
+  return assetUsageOf(server.baseUrl, entitlementId, "daily-credits");
 }
 
 test.serial("a balance topped up by another instance's schedule is pre-allocated from at once", async (t) => {

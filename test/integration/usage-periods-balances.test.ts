@@ -7,6 +7,7 @@ import { sessionCall } from "../support/licensing.js";
 import { type ManualClock, manualClock } from "../support/manual-clock.js";
 import {
   API_CALLS,
+  assetUsageOf,
   CREDITS,
   creditsPath,
   entitlementUsagePath,
@@ -108,10 +109,8 @@ async function assetEvents(server: TestServer, entitlementId: string, metric: st
   return (await usageEventsOf(server, entitlementId, metric)).map((event) => event.data);
 }
 
-async function usageOf(server: TestServer, entitlementId: string, metric: string) {
-  const answer = await rest(server.baseUrl, "GET", entitlementUsagePath(entitlementId));
-  if (answer.status !== 200) throw new Error(JSON.stringify(answer.body));
-  return answer.body.assets.find((asset: { metricName: string }) => asset.metricName === metric);
+function usageOf(server: TestServer, entitlementId: string, metric: string) {
+  return assetUsageOf(server.baseUrl, entitlementId, metric);
 }
 
 for (const kind of ["mysql", "embedded"] as const) {

@@ -97,6 +97,13 @@ export async function meteredSession(
   };
 }
 
+/** One asset's usage as GetEntitlementUsage reports it. */
+export async function assetUsageOf(baseUrl: string, entitlementId: string, metric: string) {
+  const answer = await rest(baseUrl, "GET", entitlementUsagePath(entitlementId));
+  if (answer.status !== 200) throw new Error(JSON.stringify(answer.body));
+  return answer.body.assets.find((asset: { metricName: string }) => asset.metricName === metric);
+}
+
 export function sendUsage(baseUrl: string, session: LicensedSession, items: unknown[]) {
   return rest(baseUrl, "POST", usagePath(session.sessionId), items, { authorization: session.authorization });
 }
