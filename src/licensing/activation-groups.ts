@@ -44,7 +44,10 @@ export class ActivationGroups {
   private groups: Groups | undefined;
   private lanes: Lanes<GroupedActivation, GroupOutcome> | undefined;
   private readonly locks = new GroupLocks();
-  /** When a lane's group last answered 503 after waiting out its entitlement's lock, by entitlement. */
+  /**
+   * When a lane's group last answered 503 after waiting out its entitlement's lock, by entitlement, while that
+   * entitlement's lane lives: only the activations queued in the lane then are answered by it.
+   */
   private readonly busySince = new Map<string, number>();
   /** The most entitlements one group has activated on this instance. */
   widest = 0;
@@ -52,10 +55,24 @@ export class ActivationGroups {
   async submit(deps: ActivationDependencies, job: GroupedActivation): Promise<GroupOutcome> {
     this.groups ??= new GroupCommit((jobs) => this.write(deps, jobs), { ...GROUPS, maxInFlight: GROUPS_IN_FLIGHT });
     this.lanes ??= new Lanes((jobs) => this.writeLane(deps, jobs), GROUPS, LANES_AT_ONCE);
+    const { lanes } = this;
     const { entitlementId } = job.owner;
-    if (this.lanes.has(entitlementId)) return this.lanes.submit(entitlementId, job);
+    if (lanes.has(entitlementId)) return this.inLane(lanes, entitlementId, job);
     const outcome = await this.groups.submit(job);
-    return outcome.kind === "blocked" ? this.lanes.submit(entitlementId, job) : outcome;
+    return outcome.kind === "blocked" ? this.inLane(lanes, entitlementId, job) : outcome;
+  }
+
+  /** Entitlements whose lane's last group answered 503: none once their lanes have emptied. */
+  get refusedBusy(): number {
+    return this.busySince.size;
+  }
+
+  private async inLane(lanes: Lanes<GroupedActivation, GroupOutcome>, entitlementId: string, job: GroupedActivation) {
+    try {
+      return await lanes.submit(entitlementId, job);
+    } finally {
+      if (!lanes.has(entitlementId)) this.busySince.delete(entitlementId);
+    }
   }
 
   /**

@@ -131,6 +131,7 @@ test.serial(
       if (answers !== "stalled") {
         t.deepEqual(tally(answers), { 503: 10 });
         t.true(answers.every((answer) => answer.body.type === "urn:provision:problem:database-busy"));
+        t.is(server.app.activationGroups.refusedBusy, 0, "the refusal is forgotten once its lane has emptied");
       }
     } finally {
       await lock.release();
