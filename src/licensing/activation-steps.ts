@@ -26,6 +26,17 @@ export async function factsWithProducts(
   entitlement: EntitlementRow,
   products: { productRows: unknown; keptProductIds: string[] | undefined },
 ): Promise<EntitlementFacts> {
+  const facts = await factsOfEveryProduct(deps, transaction, entitlement, products);
+  return deps.productStatuses.licensable(entitlement.providerId, facts, "activate", transaction);
+}
+
+/** The entitlement's facts as factsWithProducts reads them, naming every product, whatever its status. */
+export async function factsOfEveryProduct(
+  deps: ActivationDependencies,
+  transaction: BatchedTransaction,
+  entitlement: EntitlementRow,
+  products: { productRows: unknown; keptProductIds: string[] | undefined },
+): Promise<EntitlementFacts> {
   const { store, entitlementProducts } = deps;
   const read = products.keptProductIds ? undefined : store.productsOf(products.productRows);
   const facts = entitlementFacts(entitlement, productsReadOrKept(read, products.keptProductIds), null);
@@ -35,7 +46,7 @@ export async function factsWithProducts(
     facts.products = store.productsOf(rows).current;
   }
   entitlementProducts.remember(entitlement.id, facts.productIds, codesWanted);
-  return deps.productStatuses.licensable(entitlement.providerId, facts, "activate", transaction);
+  return facts;
 }
 
 /** What a new session is made of, besides its id and the caller's address. */

@@ -12,7 +12,7 @@ import {
   isTrialActivation,
   leaseFor,
 } from "./activation-rules.js";
-import { codeNotFound, factsWithProducts, newSession, readFeatures, trialStartEnd } from "./activation-steps.js";
+import { codeNotFound, factsOfEveryProduct, newSession, readFeatures, trialStartEnd } from "./activation-steps.js";
 import type { ActivationCodeRow, EntitlementFeatureRow, EntitlementRow, LicenseSessionRow } from "./entities.js";
 import { activatedEvent } from "./entitlement-events.js";
 import { devicesByOwner, entitlementOfAsk, GroupSeats, type SeatAsk } from "./group-seats.js";
@@ -246,11 +246,13 @@ async function lockedGroup(
           ...seatReads,
         ]);
   seats.load(seatRows);
-  const entitlements = new Map<string, LockedEntitlement>();
+  const everyProduct: { providerId: string; facts: EntitlementFacts }[] = [];
   for (const entitlement of rows) {
-    const facts = await factsWithProducts(deps, transaction, entitlement, products(entitlement.id));
-    entitlements.set(entitlement.id, { entitlement, facts });
+    const facts = await factsOfEveryProduct(deps, transaction, entitlement, products(entitlement.id));
+    everyProduct.push({ providerId: entitlement.providerId, facts });
   }
+  const licensed = await deps.productStatuses.licensableEach(everyProduct, "activate", transaction);
+  const entitlements = new Map(rows.map((row, index) => [row.id, { entitlement: row, facts: licensed[index] }]));
   return {
     deps,
     passedOver,

@@ -51,48 +51,75 @@ export class ProductStatuses {
     step: LicensingStep,
     transaction: BatchedTransaction,
   ): Promise<EntitlementFacts> {
-    const statuses = await this.statusesOf(providerId, facts.productIds, transaction);
-    const taking = facts.productIds.filter((id) => statusAllows(statuses.get(id) ?? 0, step));
-    if (taking.length === facts.productIds.length) return facts;
-    const products = facts.products?.filter((product) => taking.includes(product.id)) ?? null;
-    return { ...facts, productIds: taking, products, productsUnavailable: taking.length === 0 };
+    const [licensed] = await this.licensableEach([{ providerId, facts }], step, transaction);
+    return licensed;
+  }
+
+  /** `licensable` for each entitlement, with the statuses missing for all of them read in one statement. */
+  async licensableEach(
+    entitlements: readonly { providerId: string; facts: EntitlementFacts }[],
+    step: LicensingStep,
+    transaction: BatchedTransaction,
+  ): Promise<EntitlementFacts[]> {
+    const named = entitlements.flatMap(({ providerId, facts }) =>
+      facts.productIds.map((productId) => ({ providerId, productId })),
+    );
+    const statuses = await this.statusesOf(named, transaction);
+    return entitlements.map(({ providerId, facts }) => {
+      const taking = facts.productIds.filter((id) => statusAllows(statuses.get(keyOf(providerId, id)) ?? 0, step));
+      if (taking.length === facts.productIds.length) return facts;
+      const products = facts.products?.filter((product) => taking.includes(product.id)) ?? null;
+      return { ...facts, productIds: taking, products, productsUnavailable: taking.length === 0 };
+    });
   }
 
   /**
-   * The products' statuses (null: no such product), from memory; those missing are read in one statement of the
-   * caller's transaction (a read from the pool, made while the transaction holds one of its connections, could
-   * wait on the pool itself when every connection is held so). Their loads start before the read is sent, so a
-   * change published meanwhile keeps what it read from being kept.
+   * The products' statuses by `keyOf` (null: no such product of that provider), from memory; those missing are
+   * read in one statement of the caller's transaction (a read from the pool, made while the transaction holds one
+   * of its connections, could wait on the pool itself when every connection is held so). Their loads start before
+   * the read is sent, so a change published meanwhile keeps what it read from being kept.
    */
   private async statusesOf(
-    providerId: string,
-    productIds: string[],
+    products: ProductOfProvider[],
     transaction: BatchedTransaction,
   ): Promise<Map<string, number | null>> {
-    const kept = new Map(productIds.map((id) => [id, this.cache.peek(keyOf(providerId, id))]));
-    const missing = productIds.filter((id) => kept.get(id) === undefined);
+    const byKey = new Map(products.map((product) => [keyOf(product.providerId, product.productId), product]));
+    const kept = new Map([...byKey.keys()].map((key) => [key, this.cache.peek(key)]));
+    const missing = [...byKey].filter(([key]) => kept.get(key) === undefined);
     if (missing.length === 0) return kept as Map<string, number | null>;
-    const read = readStatuses(providerId, missing, transaction);
-    const loads = missing.map((id) => this.cache.get(keyOf(providerId, id), async () => (await read).get(id) ?? null));
-    // The read awaited with the loads: it fails the call even where another caller's load served the id.
+    const read = readStatuses(
+      missing.map(([, product]) => product),
+      transaction,
+    );
+    const loads = missing.map(([key]) => this.cache.get(key, async () => (await read).get(key) ?? null));
+    // The read awaited with the loads: it fails the call even where another caller's load served the key.
     const [, ...loaded] = await Promise.all([read, ...loads]);
-    for (const [index, id] of missing.entries()) kept.set(id, loaded[index]);
+    for (const [index, [key]] of missing.entries()) kept.set(key, loaded[index]);
     return kept as Map<string, number | null>;
   }
 }
 
+interface ProductOfProvider {
+  providerId: string;
+  productId: string;
+}
+
+/** The products' statuses by `keyOf` (a product's own provider's key only). */
 async function readStatuses(
-  providerId: string,
-  productIds: string[],
+  products: ProductOfProvider[],
   transaction: BatchedTransaction,
 ): Promise<Map<string, number>> {
+  const productIds = [...new Set(products.map(({ productId }) => productId))];
   const [rows] = await transaction.run([
     {
-      sql: `SELECT id, status FROM products WHERE provider_id = ? AND id IN (${productIds.map(() => "?").join(", ")})`,
-      parameters: [providerId, ...productIds],
+      sql: `SELECT id, provider_id, status FROM products WHERE id IN (${productIds.map(() => "?").join(", ")})`,
+      parameters: productIds,
     },
   ]);
-  return new Map((rows as { id: string; status: unknown }[]).map((row) => [row.id, Number(row.status)]));
+  const statuses = (rows as { id: string; provider_id: string; status: unknown }[]).map(
+    (row) => [keyOf(row.provider_id, row.id), Number(row.status)] as const,
+  );
+  return new Map(statuses);
 }
 
 /** 403 `product-unavailable`: none of the entitlement's products takes the step. */

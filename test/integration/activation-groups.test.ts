@@ -10,8 +10,9 @@ import {
   licenseClaimsOf,
   sessionCall,
 } from "../support/licensing.js";
+import { countMysqlQueries } from "../support/mysql-query-count.js";
 import { createProviderWithClient } from "../support/providers.js";
-import { rest } from "../support/rest.js";
+import { PRODUCTS, rest } from "../support/rest.js";
 import { type BothDatabases, startOnBothDatabases, type TestServer } from "../support/test-server.js";
 import { insertSubscription } from "../support/webhooks.js";
 
@@ -224,6 +225,39 @@ for (const database of ["MySQL", "SQLite"] as const) {
       }
       const { widest } = server.app.activationGroups;
       t.true(widest >= 2, `the widest group held ${widest} entitlements`);
+    });
+  }
+
+  // A group reads the product statuses it misses (see ProductStatuses) in one statement for all its entitlements,
+  // not one round trip each with every lock held. Each entitlement here has a product of its own, so a status read
+  // naming two products served two entitlements; a change to each product before each race drops its status.
+  if (database === "MySQL") {
+    test.serial(`${database}: a group reads its entitlements' missing product statuses at once`, async (t) => {
+      const server = t.context.servers[database];
+      const made: { code: string; productId: string }[] = [];
+      for (let entitlement = 0; entitlement < 4; entitlement++) {
+        const { code, productId } = await entitlementWithCode(server.baseUrl, FLOATING(0));
+        t.is((await activate(server.baseUrl, { activationCode: code, fingerprint: "first" })).status, 200);
+        made.push({ code, productId });
+      }
+      const statusReadsOfSeveral = countMysqlQueries(
+        /SELECT id, provider_id, status FROM products WHERE id IN \([^)]*,/,
+      );
+      for (let round = 0; round < 10 && statusReadsOfSeveral() === 0; round++) {
+        for (const { productId } of made) {
+          const changed = await rest(server.baseUrl, "PUT", `${PRODUCTS}/${productId}`, { description: `${round}` });
+          t.is(changed.status, 200);
+        }
+        const answers = await race(
+          server,
+          Array.from({ length: 80 }, (_, index) => ({
+            activationCode: made[index % made.length].code,
+            fingerprint: `statuses-${round}-${index}`,
+          })),
+        );
+        t.deepEqual(tally(answers), { 200: 80 });
+      }
+      t.true(statusReadsOfSeveral() > 0, "no status read named the products of two entitlements");
     });
   }
 
