@@ -86,6 +86,7 @@ function codeTaken(): DomainError {
 
 function newCodeRow(input: IssueActivationCodeInput, code: string): ActivationCodeRow {
   const { parameters } = input;
+  const devices = [...new Set(parameters.preAuthorizedDevices)];
   return {
     id: (input.newId ?? randomUUID)(),
     providerId: input.providerId,
@@ -97,8 +98,9 @@ function newCodeRow(input: IssueActivationCodeInput, code: string): ActivationCo
     userId: parameters.userId.toLowerCase(),
     organizationGroupId: parameters.organizationGroupId.toLowerCase(),
     fingerprint: parameters.fingerprint,
-    preAuthorizedDevices: preAuthorizedDevicesText([...new Set(parameters.preAuthorizedDevices)]),
-    maxDeviceActivations: parameters.maxDeviceActivations,
+    preAuthorizedDevices: preAuthorizedDevicesText(devices),
+    // Left at 0, a code's limit is its pre-authorized devices (each of them may activate), or else one device.
+    maxDeviceActivations: parameters.maxDeviceActivations || devices.length,
     activationCodeUseCount: 0,
     maxActivationCodeUseCount: parameters.maxActivationCodeUseCount,
     verificationCodeUseCount: 0,

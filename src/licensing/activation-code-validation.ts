@@ -41,8 +41,8 @@ export function checkInvitationParameters(
   if (parameters.maxDeviceActivations < 0) violations.add(field("maxDeviceActivations"), "must be 0 or more");
   if (parameters.maxActivationCodeUseCount < 0) violations.add(field("maxActivationCodeUseCount"), "must be 0 or more");
   checkEmail(violations, field("email"), parameters, policyLevel);
-  const code = parameters.activationCode.trim();
-  const codeProblem = code === "" ? null : vendorCodeProblem(code);
+  // Only a code not sent is generated: one of blanks alone is refused, as a code of dashes alone is.
+  const codeProblem = parameters.activationCode === "" ? null : vendorCodeProblem(parameters.activationCode.trim());
   if (codeProblem) violations.add(field("activationCode"), codeProblem);
   checkExpiration(violations, field("expirationTimeStamp"), parameters, now);
 }

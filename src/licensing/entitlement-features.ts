@@ -45,7 +45,8 @@ export async function applyFeatureUpdates(
         );
       }
     }
-    if (update.featureExpiration) feature.featureExpiration = storedDate(update.featureExpiration);
+    if (update.clearFeatureExpiration) feature.featureExpiration = null;
+    else if (update.featureExpiration) feature.featureExpiration = storedDate(update.featureExpiration);
     changed.add(feature);
   }
   violations.throwIfAny();

@@ -139,6 +139,13 @@ export function checkActivationPolicy(violations: Violations, prefix: string, po
     const field = `${prefix}timeRestrictedActivationPolicy.`;
     checkTimestamp(violations, `${field}notValidBeforeTimestamp`, window.notValidBeforeTimestamp);
     checkTimestamp(violations, `${field}notValidAfterTimestamp`, window.notValidAfterTimestamp);
+    checkEnd(
+      violations,
+      field,
+      window.notValidBeforeTimestamp,
+      "notValidBeforeTimestamp",
+      window.notValidAfterTimestamp,
+    );
     checkSpan(violations, `${field}activationPeriod`, window.activationPeriod);
   }
   const trial = policy.trialActivationPolicy;
@@ -147,6 +154,13 @@ export function checkActivationPolicy(violations: Violations, prefix: string, po
     checkSpan(violations, `${field}trialPeriod`, trial.trialPeriod);
     checkTimestamp(violations, `${field}cannotActivateBeforeTimestamp`, trial.cannotActivateBeforeTimestamp);
     checkTimestamp(violations, `${field}notValidAfterTimestamp`, trial.notValidAfterTimestamp);
+    checkEnd(
+      violations,
+      field,
+      trial.cannotActivateBeforeTimestamp,
+      "cannotActivateBeforeTimestamp",
+      trial.notValidAfterTimestamp,
+    );
     checkTimestamp(violations, `${field}trialEndsAt`, trial.trialEndsAt);
   }
   const subscription = policy.subscriptionPolicy;
@@ -160,6 +174,13 @@ export function checkActivationPolicy(violations: Violations, prefix: string, po
     }
     checkTimestamp(violations, `${field}cannotActivateBeforeTimestamp`, subscription.cannotActivateBeforeTimestamp);
     checkTimestamp(violations, `${field}notValidAfterTimestamp`, subscription.notValidAfterTimestamp);
+    checkEnd(
+      violations,
+      field,
+      subscription.cannotActivateBeforeTimestamp,
+      "cannotActivateBeforeTimestamp",
+      subscription.notValidAfterTimestamp,
+    );
     checkTimestamp(violations, `${field}nextRenewalTimeStamp`, subscription.nextRenewalTimeStamp);
   }
 }
@@ -199,6 +220,19 @@ function checkStoredDate(violations: Violations, field: string, timestamp: Times
   if (seconds < EARLIEST_DATE_SECONDS || seconds > LATEST_DATE_SECONDS || nanos < 0 || nanos > 999_999_999) {
     violations.add(field, "must be a valid date-time between the years 1000 and 9999");
   }
+}
+
+/** A window's `notValidAfterTimestamp` (under `prefix`), which must come after its start when both are set. */
+function checkEnd(
+  violations: Violations,
+  prefix: string,
+  start: Timestamp | undefined,
+  startName: string,
+  end: Timestamp | undefined,
+): void {
+  if (!start || !end) return;
+  const endsFirst = end.seconds < start.seconds || (end.seconds === start.seconds && end.nanos <= start.nanos);
+  if (endsFirst) violations.add(`${prefix}notValidAfterTimestamp`, `must be later than ${startName}`);
 }
 
 /** A date-span of a policy: valid, and not negative. */

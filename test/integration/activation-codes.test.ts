@@ -251,6 +251,7 @@ for (const database of ["MySQL", "SQLite"]) {
       [{ userId: "not-a-uuid" }, "userId"],
       [{ organizationGroupId: "123" }, "organizationGroupId"],
       [{ activationCode: "abc" }, "activationCode"],
+      [{ activationCode: "   " }, "activationCode"],
       [{ activationCode: "ACME/2026" }, "activationCode"],
       [{ activationCode: "X".repeat(65) }, "activationCode"],
       [{ fingerprint: "f".repeat(513) }, "fingerprint"],

@@ -291,6 +291,18 @@ each("pre-authorized devices bind the code to them", async (t, mode) => {
   t.is((await activate(server.baseUrl, { activationCode: code, fingerprint: "lab-2" })).status, 200);
 });
 
+each("a code's pre-authorized devices may each activate when it sets no device limit of its own", async (t, mode) => {
+  const { server } = t.context.servers[mode];
+  const { entitlementId, code } = await entitlementWithCode(server.baseUrl, SEATS, {
+    preAuthorizedDevices: ["lab-1", "lab-2", "lab-3", "lab-2"],
+  });
+  for (const fingerprint of ["lab-3", "lab-1", "lab-2"]) {
+    t.is((await activate(server.baseUrl, { activationCode: code, fingerprint })).status, 200, fingerprint);
+  }
+  const listed = await rest(server.baseUrl, "GET", `${ENTITLEMENTS}/${entitlementId}/activation-codes`);
+  t.is(listed.body.items[0].maxDeviceActivations, 3);
+});
+
 each("consent: refused until the request accepts the license terms, then recorded on the code", async (t, mode) => {
   const { server } = t.context.servers[mode];
   const { entitlementId, code } = await entitlementWithCode(server.baseUrl, SEATS, {

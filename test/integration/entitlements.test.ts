@@ -347,6 +347,29 @@ for (const mode of MODES) {
           "activationPolicy.subscriptionPolicy.subscriptionPeriodsLeft",
         ],
       ],
+      [
+        {
+          activationPolicy: {
+            timeRestrictedActivationPolicy: {
+              notValidBeforeTimestamp: "2030-01-01T00:00:00Z",
+              notValidAfterTimestamp: "2029-01-01T00:00:00Z",
+            },
+            trialActivationPolicy: {
+              cannotActivateBeforeTimestamp: "2030-01-01T00:00:00Z",
+              notValidAfterTimestamp: "2030-01-01T00:00:00Z",
+            },
+            subscriptionPolicy: {
+              cannotActivateBeforeTimestamp: "2030-01-01T00:00:00.5Z",
+              notValidAfterTimestamp: "2030-01-01T00:00:00.25Z",
+            },
+          },
+        },
+        [
+          "activationPolicy.subscriptionPolicy.notValidAfterTimestamp",
+          "activationPolicy.timeRestrictedActivationPolicy.notValidAfterTimestamp",
+          "activationPolicy.trialActivationPolicy.notValidAfterTimestamp",
+        ],
+      ],
     ];
     for (const [body, fields] of cases) {
       assertInvalid(t, await rest(server.baseUrl, "POST", ENTITLEMENTS, body), fields, JSON.stringify(body));

@@ -53,6 +53,26 @@ test("a token whose features all outlast it has no `fex`", async (t) => {
   t.false("fex" in licenseClaimsOf(token));
 });
 
+test("a feature's expiry cleared (`clearFeatureExpiration`) leaves `fex` and the entitlement", async (t) => {
+  const { baseUrl } = t.context.server;
+  const { entitlementId, code } = await entitlementWithCode(baseUrl, OFFLINE);
+  const path = `${ENTITLEMENTS}/${entitlementId}`;
+  const ends = new Date(Math.floor((Date.now() + 2 * DAY) / 1000) * 1000).toISOString();
+  const expiring = await rest(baseUrl, "PUT", path, { features: [{ featureCode: "export", featureExpiration: ends }] });
+  t.is(expiring.status, 200);
+  const cleared = await rest(baseUrl, "PUT", path, {
+    features: [{ featureCode: "export", featureExpiration: ends, clearFeatureExpiration: true }],
+  });
+  t.is(cleared.status, 200);
+  const read = await rest(baseUrl, "GET", path);
+  const feature = read.body.features.find((each: { featureCode: string }) => each.featureCode === "export");
+  t.is(feature.featureExpiration ?? null, null, JSON.stringify(feature));
+  const answer = await activate(baseUrl, { activationCode: code, fingerprint: "cleared-expiry" });
+  t.is(answer.status, 200);
+  t.deepEqual(licenseClaimsOf(answer.body.licenseToken).fea, { export: "10" });
+  t.false("fex" in licenseClaimsOf(answer.body.licenseToken));
+});
+
 async function productWithExport(baseUrl: string, value: string): Promise<string> {
   const suffix = Math.random().toString(36).slice(2, 10);
   const product = await rest(baseUrl, "POST", PRODUCTS, { productCode: `FEA-${suffix}`, name: value });
