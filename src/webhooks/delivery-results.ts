@@ -157,7 +157,7 @@ function subscriptionAfter(
   outcome: Outcome,
   now: Date,
 ): WebhookSubscriptionRow | null {
-  if (outcome.gone && subscription.state === SubscriptionState.ACTIVE) {
+  if (outcome.gone && subscription.state !== SubscriptionState.DISABLED) {
     return { ...subscription, state: SubscriptionState.DISABLED, updatedAt: now };
   }
   if (outcome.succeeded && subscription.challengeDeliveryId === delivery.id) {

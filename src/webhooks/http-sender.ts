@@ -12,8 +12,10 @@ export interface WebhookRequest {
   headers: Record<string, string>;
   /** The exact bytes that were signed. */
   body: Buffer;
-  /** For everything: connect, TLS, request, response headers and body. */
+  /** For everything: connect, TLS, request, response headers and body (and `spentMs` before them). */
   timeoutMs: number;
+  /** What the attempt spent before sending (resolving the host): counted in its time limit and its duration. */
+  spentMs?: number;
 }
 
 export type WebhookResponse =
@@ -58,7 +60,7 @@ const sharedAgents = createWebhookAgents();
  * certificate check) are the URL's. Redirects are not followed. Never rejects: failures answer `error`.
  */
 export function sendWebhook(request: WebhookRequest, agents: WebhookAgents = sharedAgents): Promise<WebhookResponse> {
-  const started = performance.now();
+  const started = performance.now() - (request.spentMs ?? 0);
   const elapsed = () => Math.round(performance.now() - started);
   return new Promise((resolve) => {
     let settled = false;
@@ -70,10 +72,13 @@ export function sendWebhook(request: WebhookRequest, agents: WebhookAgents = sha
     };
     const fail = (error: Error) => settle({ error: errorText(error, request.timeoutMs), durationMs: elapsed() });
     const outgoing = startRequest(request, agents);
-    const timer = setTimeout(() => {
-      fail(new TimeoutError());
-      outgoing.destroy();
-    }, request.timeoutMs);
+    const timer = setTimeout(
+      () => {
+        fail(new TimeoutError());
+        outgoing.destroy();
+      },
+      request.timeoutMs - (request.spentMs ?? 0),
+    );
     outgoing.on("error", fail);
     outgoing.on("response", (response) => {
       readBody(response, (body, truncated) => {

@@ -16,7 +16,8 @@ export type PostResult = AttemptResult & { responseSignature?: string };
 
 /**
  * Posts a delivery to a subscription's URL after checking it again: the URL rules, then every address its host
- * resolves to now, connecting to the address checked. A refused target is an attempt without an answer.
+ * resolves to now, connecting to the address checked. A refused target is an attempt without an answer. The
+ * attempt's time limit and duration include the resolution.
  */
 export async function postToTarget(
   url: string,
@@ -27,10 +28,11 @@ export async function postToTarget(
   const started = performance.now();
   const target = checkWebhookUrl(url, settings.trustedTargets);
   if (isRefusal(target)) return { error: target.refusal, durationMs: performance.now() - started };
-  const resolved = await resolveTarget(target, settings.trustedTargets, settings.lookup);
-  if (isRefusal(resolved)) return { error: resolved.refusal, durationMs: performance.now() - started };
+  const resolved = await resolveTarget(target, settings.trustedTargets, settings.lookup, settings.timeoutMs);
+  const spentMs = performance.now() - started;
+  if (isRefusal(resolved)) return { error: resolved.refusal, durationMs: spentMs };
   const answer = await sendWebhook(
-    { target, address: resolved.address, headers, body, timeoutMs: settings.timeoutMs },
+    { target, address: resolved.address, headers, body, timeoutMs: settings.timeoutMs, spentMs },
     settings.agents,
   );
   if ("error" in answer) return answer;

@@ -222,6 +222,20 @@ each("failed attempts are retried on the schedule and audited; 410 disables the 
   }
 });
 
+each("a 410 Gone answering the challenge disables the subscription too", async (t, mode) => {
+  const server = t.context.servers[mode];
+  const receiver = await WebhookReceiver.start();
+  try {
+    receiver.answer = () => ({ status: 410 });
+    const created = await rest(server.baseUrl, "POST", SUBSCRIPTIONS, { url: receiver.url(), eventTypes: ["*"] });
+    t.is(created.status, 200);
+    await waitForState(server, created.body.subscription.id, 3);
+    t.is(receiver.received.length, 1, "the challenge, once: a 410 is not retried");
+  } finally {
+    await receiver.close();
+  }
+});
+
 each("a Retry-After on a failed answer makes the next attempt wait at least that long", async (t, mode) => {
   const server = t.context.servers[mode];
   const { receiver } = await activeSubscription(server);

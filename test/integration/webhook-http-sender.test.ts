@@ -21,6 +21,7 @@ import {
   type TrustedTargets,
   type WebhookTarget,
 } from "../../src/webhooks/target-policy.js";
+import { postToTarget } from "../../src/webhooks/webhook-transport.js";
 import { pollUntil } from "../support/poll.js";
 import { createSelfSignedCert } from "../support/tls-cert.js";
 
@@ -228,6 +229,34 @@ test("a receiver that never answers: a time-out error after timeoutMs", async (t
   t.like(result, { error: "time-out after 300 ms" });
   t.true(result.durationMs >= 290 && result.durationMs < 1500, `${result.durationMs} ms`);
   t.is(receiver.requests.length, 1, "the request did arrive");
+});
+
+/** A lookup answering 127.0.0.1 for any name after `delayMs`. */
+function slowLookup(delayMs: number): HostLookup {
+  return async () => {
+    await delay(delayMs);
+    return ["127.0.0.1"];
+  };
+}
+
+test("an attempt's time limit counts its host's resolution: a slow lookup leaves the answer less time", async (t) => {
+  const receiver = await startReceiver("127.0.0.1", (request, response) => {
+    setTimeout(() => answerWith(200, "late")(request, response), 500);
+  });
+  const agents = createWebhookAgents();
+  t.teardown(() => destroyWebhookAgents(agents));
+  t.teardown(() => receiver.close());
+  const settings = { timeoutMs: 800, trustedTargets: ONLY_127_0_0_1, agents };
+  const url = `http://slow.example:${receiver.port}/`;
+
+  const quick = await postToTarget(url, HEADERS, BODY, { ...settings, lookup: slowLookup(0) });
+  t.like(quick, { status: 200 });
+  const slow = await postToTarget(url, HEADERS, BODY, { ...settings, lookup: slowLookup(500) });
+  t.like(slow, { error: "time-out after 800 ms" });
+  t.true(slow.durationMs >= 790, `the duration counts the lookup: ${slow.durationMs} ms`);
+  const stalled = await postToTarget(url, HEADERS, BODY, { ...settings, lookup: slowLookup(5_000) });
+  t.like(stalled, { error: "dns: time-out resolving slow.example" });
+  t.true(stalled.durationMs >= 790 && stalled.durationMs < 5_000, `${stalled.durationMs} ms`);
 });
 
 test("a receiver that stalls in the middle of its body: a time-out error too", async (t) => {

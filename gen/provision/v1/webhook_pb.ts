@@ -1109,7 +1109,7 @@ export enum SubscriptionState {
   UNSPECIFIED = 0,
 
   /**
-   * 1: PendingVerification: waiting for the challenge reply; only the challenge is delivered, other events are not queued.
+   * 1: PendingVerification: waiting for the challenge reply; only the challenge is delivered. Events raised meanwhile wait for it when the subscription was verified before (a new url, re-enabled); one never verified gets none.
    *
    * @generated from enum value: SUBSCRIPTION_STATE_PENDING_VERIFICATION = 1;
    */
@@ -1123,7 +1123,7 @@ export enum SubscriptionState {
   ACTIVE = 2,
 
   /**
-   * 3: Disabled: turned off by an administrator (UpdateSubscription); nothing is delivered or queued.
+   * 3: Disabled: turned off by an administrator (UpdateSubscription) or by a 410 Gone from the endpoint; nothing is delivered or queued.
    *
    * @generated from enum value: SUBSCRIPTION_STATE_DISABLED = 3;
    */
