@@ -18,7 +18,7 @@ import { fromMicro, MAX_EXACT_TOTAL_MICRO } from "./usage-amounts.js";
 import { BalancePeriodMoved } from "./usage-balance-store.js";
 import type { UsageDependencies } from "./usage-dependencies.js";
 import type { EntitlementUsage } from "./usage-directory.js";
-import { type UsageItem, usageItemsOf } from "./usage-items.js";
+import { invalidItems, type UsageItem, usageItemsOf } from "./usage-items.js";
 import { entitlementUsageOf } from "./usage-lookup.js";
 import { periodName, RECORD_KIND, type UsageRecordRow } from "./usage-store.js";
 
@@ -70,6 +70,7 @@ export async function recordUsageTransactions(
       toRebuild = [];
       const receivedAt = deps.clock.now();
       const items = await usageItemsOf(deps.counters, usage, sessionId, request.events, receivedAt);
+      if (items.some((item) => item.tooOld)) attempt.checkDuplicates = true;
       const write = () => writeBatch(deps, { usage, sessionId, items, receivedAt }, attempt);
       const counts = attempt.waitForPeriods
         ? await deps.heldPeriodTurns.run(entitlementId, write)
@@ -112,6 +113,8 @@ async function writeBatch(
       await releaseAll(deps, reservations);
       reservations = [];
       const fresh = checkDuplicates ? await unrecorded(deps, manager, sessionId, items) : items;
+      const tooOld = fresh.flatMap((item) => (item.tooOld ? [item.tooOld] : []));
+      if (tooOld.length > 0) throw invalidItems(tooOld);
       const rows = fresh.map((item) => recordOf(usage, sessionId, item, now));
       const stored = await deps.store.insertRecords(manager, rows, !checkDuplicates);
       if (stored !== rows.length) throw new HasDuplicates();

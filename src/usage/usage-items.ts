@@ -17,6 +17,11 @@ export interface UsageItem {
   amountMicro: number;
   occurredAt: Date;
   ref: MeterRef | undefined;
+  /**
+   * Dated before the asset's allowedBackDatingTolerance: refused unless it repeats a recorded transaction (a retry
+   * of usage recorded while it was recent is a duplicate, not an error). Such an item has no counter.
+   */
+  tooOld?: FieldViolation;
 }
 
 /** The batch's items, each checked; a batch with any bad item is refused whole, naming every bad item. */
@@ -38,16 +43,27 @@ export async function usageItemsOf(
       continue;
     }
     const { asset, occurredAt } = checked;
-    const ref = refs.kept(asset, occurredAt) ?? (await refs.of(asset, occurredAt));
-    items.push({ transactionId: event.transactionId, asset, amountMicro: checked.micro, occurredAt, ref });
+    const item = { transactionId: event.transactionId, asset, amountMicro: checked.micro, occurredAt };
+    if (checked.tooOld) {
+      items.push({
+        ...item,
+        ref: undefined,
+        tooOld: { field: `events[${index}].creationDateTime`, message: checked.tooOld },
+      });
+      continue;
+    }
+    items.push({ ...item, ref: refs.kept(asset, occurredAt) ?? (await refs.of(asset, occurredAt)) });
   }
-  if (violations.length > 0) {
-    throw invalidArgument(
-      `${violations.length} item(s) of the batch are invalid; nothing was recorded`,
-      violations.slice(0, MAX_REPORTED),
-    );
-  }
+  if (violations.length > 0) throw invalidItems(violations);
   return items;
+}
+
+/** The refusal of a batch naming its bad items' violations (the first MAX_REPORTED). */
+export function invalidItems(violations: FieldViolation[]) {
+  return invalidArgument(
+    `${violations.length} item(s) of the batch are invalid; nothing was recorded`,
+    violations.slice(0, MAX_REPORTED),
+  );
 }
 
 /**
@@ -74,7 +90,9 @@ class BatchRefs {
   }
 }
 
-type CheckedItem = { asset: UsageAsset; micro: number; occurredAt: Date } | { problems: [string, string][] };
+type CheckedItem =
+  | { asset: UsageAsset; micro: number; occurredAt: Date; tooOld: string | undefined }
+  | { problems: [string, string][] };
 
 /** An item's asset, amount and date, or every problem it has. */
 function checkedItem(
@@ -105,17 +123,15 @@ function checkedItem(
   if ("problem" in amount) problems.push(["eventData", amount.problem]);
   const dated = event.creationDateTime ? storableDate(event.creationDateTime) : now;
   if (!dated) problems.push(["creationDateTime", "must be an instant between 1970 and 9999"]);
+  let tooOld: string | undefined;
   if (dated && asset) {
     const at = dated.getTime();
     if (at > now.getTime() + MAX_FUTURE_SKEW_MS) {
       problems.push(["creationDateTime", "is more than 5 minutes in the future"]);
     } else if (at < now.getTime() - asset.backDatingToleranceMs) {
-      problems.push([
-        "creationDateTime",
-        `is older than the asset's allowedBackDatingTolerance (${asset.backDatingToleranceMs / 1000} s)`,
-      ]);
+      tooOld = `is older than the asset's allowedBackDatingTolerance (${asset.backDatingToleranceMs / 1000} s)`;
     }
   }
   if (problems.length > 0 || !asset || !dated || "problem" in amount) return { problems };
-  return { asset, micro: amount.micro, occurredAt: dated };
+  return { asset, micro: amount.micro, occurredAt: dated, tooOld };
 }

@@ -113,7 +113,45 @@ function usageOf(server: TestServer, entitlementId: string, metric: string) {
   return assetUsageOf(server.baseUrl, entitlementId, metric);
 }
 
+/** Metered per month, accepting items dated at most a minute back. */
+const RECENT_ONLY = { ...API_CALLS, metricName: "recent-only", allowedBackDatingTolerance: "00:01:00" };
+
 for (const kind of ["mysql", "embedded"] as const) {
+  test.serial(
+    `${kind}: a batch retried after its items aged past the tolerance counts them as duplicates`,
+    async (t) => {
+      const server = t.context.servers[kind];
+      const clock = t.context.clocks[kind];
+      await advance(server, clock, 0);
+      const entitlement = await meteredEntitlement(server.baseUrl, [RECENT_ONLY], LONG_LEASE);
+      const session = await meteredSession(server.baseUrl, entitlement);
+      const dated = (transactionId: number) => ({
+        transactionId,
+        eventName: "recent-only",
+        eventData: "3",
+        creationDateTime: new Date(clock.now().getTime() - 30_000).toISOString(),
+      });
+      const batch = [dated(1), dated(2)];
+      t.deepEqual((await sendUsage(server.baseUrl, session, batch)).body, { acceptedCount: 2, duplicateCount: 0 });
+      await advance(server, clock, 60_000);
+      const retried = await sendUsage(server.baseUrl, session, batch);
+      t.deepEqual(retried.body, { acceptedCount: 0, duplicateCount: 2 }, JSON.stringify(retried.body));
+      const withNew = await sendUsage(server.baseUrl, session, [...batch, ...usageItems("recent-only", [4], 3)]);
+      t.deepEqual(withNew.body, { acceptedCount: 1, duplicateCount: 2 }, JSON.stringify(withNew.body));
+      const unrecorded = await sendUsage(server.baseUrl, session, [
+        ...batch,
+        { ...dated(5), creationDateTime: batch[0].creationDateTime },
+        ...usageItems("recent-only", [1], 6),
+      ]);
+      t.is(unrecorded.status, 400, JSON.stringify(unrecorded.body));
+      t.deepEqual(
+        unrecorded.body.errors.map((error: { field: string }) => error.field),
+        ["events[2].creationDateTime"],
+      );
+      t.like(await usageOf(server, entitlement.entitlementId, "recent-only"), { consumption: 10 });
+    },
+  );
+
   test.serial(
     `${kind}: a new period starts from zero, and its first tick reports the way back to Normal`,
     async (t) => {
