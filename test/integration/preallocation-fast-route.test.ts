@@ -122,6 +122,12 @@ each("a remembered token's unusual pre-allocation is left to the full pipeline, 
   const zero = await preallocateRaw(server, session, "api-calls", "amount=0");
   t.is(zero.status, 400);
   expectPipeline("an amount refused");
+  for (const amount of ["0x10", "0b101", "%205", ".5", "5.", "Infinity", ""]) {
+    const notDecimal = await preallocateRaw(server, session, "api-calls", `amount=${amount}`);
+    t.is(notDecimal.status, 400, `${amount}: ${JSON.stringify(notDecimal.body)}`);
+    t.is(notDecimal.body.errors?.[0]?.field, "amount", amount);
+  }
+  t.is(t.context.pipelineCalls[mode], calls, "refused by the REST decoding, before any call");
   const unknown = await preallocate(server.baseUrl, session, "no-such-metric", 1);
   t.is(unknown.status, 404);
   t.is(unknown.body.type, "urn:provision:problem:metric-not-found");

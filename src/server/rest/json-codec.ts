@@ -286,9 +286,7 @@ export function jsonFromText(field: DescField, text: string): JsonValue {
       const lower = text.toLowerCase();
       return lower === "true" || lower === "1" ? true : lower === "false" || lower === "0" ? false : text;
     }
-    if (scalar === ScalarType.DOUBLE || scalar === ScalarType.FLOAT) {
-      return text.trim() !== "" && Number.isFinite(Number(text)) ? Number(text) : text;
-    }
+    // A number field's text is decoded as a JSON string is: decimal notation only (no hex, no blanks).
     return text;
   }
   if (kind === "enum") return /^-?\d+$/.test(text) ? Number(text) : text;
