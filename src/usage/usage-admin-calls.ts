@@ -69,7 +69,7 @@ export async function addCreditsCall(
   const usage = await providersEntitlement(deps, request.entitlementId, context);
   const amountMicro = toMicro(request.amount);
   if (amountMicro === undefined || amountMicro <= 0) {
-    throw invalidArgument("amount must be a positive number", [
+    throw invalidArgument("amount must be a positive number of at most 10^9 credits", [
       { field: "amount", message: "must be a positive number of at most 10^9 credits" },
     ]);
   }

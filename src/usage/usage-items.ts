@@ -111,6 +111,7 @@ function checkedItem(
   } else {
     seen.add(id);
   }
+  if (event.apiVersion !== 0 && event.apiVersion !== 1) problems.push(["apiVersion", "must be 0 or 1"]);
   if (event.sessionId !== "" && event.sessionId.toLowerCase() !== sessionId.toLowerCase()) {
     problems.push(["sessionId", "must be empty or the session in the path"]);
   }

@@ -106,6 +106,11 @@ for (const kind of ["mysql", "embedded"] as const) {
       { transactionId: 10, eventName: "api-calls", eventData: "1", creationDateTime: future },
     ]);
     t.is(dated.status, 400);
+    const laterVersion = await sendUsage(baseUrl, session, [
+      { transactionId: 11, eventName: "api-calls", eventData: "1", apiVersion: 2 },
+    ]);
+    t.is(laterVersion.status, 400);
+    t.is(laterVersion.body.errors[0].field, "events[0].apiVersion");
     t.is(await consumptionSeen(t, baseUrl, session, "api-calls"), 0.000001);
   });
 
