@@ -37,6 +37,8 @@ export function toEntitlement(
     activationPolicy: policyOf(row),
     orderId: row.orderId,
     reference: row.reference,
+    createdAt: timestampFromDate(row.createdAt),
+    updatedAt: timestampFromDate(row.updatedAt),
   });
 }
 

@@ -467,8 +467,14 @@ for (const mode of MODES) {
       created.features.find((feature: { featureCode: string }) => feature.featureCode === code),
     );
 
+    t.is(created.updatedAt, created.createdAt);
     const renamed = expectStatus(await rest(server.baseUrl, "PUT", path, { name: "After" }), 200, "rename");
     t.like(renamed, { name: "After", description: "kept", expirationDateTime: "2027-01-01T00:00:00Z" });
+    t.is(renamed.createdAt, created.createdAt);
+    t.true(
+      Date.parse(renamed.updatedAt) > Date.parse(created.updatedAt),
+      `${created.updatedAt} → ${renamed.updatedAt}`,
+    );
     t.true(renamed.activationPolicy.requireProductCode);
     t.is(await revisionOf(server, created.id), revision + 1);
 
