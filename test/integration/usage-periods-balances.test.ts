@@ -24,11 +24,13 @@ import { startTestServer, type TestServer } from "../support/test-server.js";
 import { keepOutboxEvents } from "../support/webhooks.js";
 
 // Each server runs on a clock of its own, moved by the tests: they run one at a time.
-const test = anyTest as TestFn<{
-  servers: Record<"mysql" | "embedded", TestServer>;
-  clocks: Record<"mysql" | "embedded", ManualClock>;
+type Kind = "mysql" | "embedded";
+interface Context {
+  servers: Record<Kind, TestServer>;
+  clocks: Record<Kind, ManualClock>;
   directory: string;
-}>;
+}
+const test = anyTest as TestFn<Context>;
 
 const HOUR = 3_600_000;
 /** Leases long enough for the clock moves below. */
@@ -105,6 +107,15 @@ async function advance(server: TestServer, clock: ManualClock, ms: number) {
   defaultAuthorization.set(server.baseUrl, await bearerWithScopes(server, ["*"]));
 }
 
+/** A session of a new entitlement to `assets`, made at the server's clock as it stands. */
+async function sessionOnClock(context: Context, kind: Kind, assets: Record<string, unknown>[]) {
+  const server = context.servers[kind];
+  const clock = context.clocks[kind];
+  await advance(server, clock, 0);
+  const entitlement = await meteredEntitlement(server.baseUrl, assets, LONG_LEASE);
+  return { server, clock, entitlement, session: await meteredSession(server.baseUrl, entitlement) };
+}
+
 async function assetEvents(server: TestServer, entitlementId: string, metric: string) {
   return (await usageEventsOf(server, entitlementId, metric)).map((event) => event.data);
 }
@@ -120,11 +131,7 @@ for (const kind of ["mysql", "embedded"] as const) {
   test.serial(
     `${kind}: a batch retried after its items aged past the tolerance counts them as duplicates`,
     async (t) => {
-      const server = t.context.servers[kind];
-      const clock = t.context.clocks[kind];
-      await advance(server, clock, 0);
-      const entitlement = await meteredEntitlement(server.baseUrl, [RECENT_ONLY], LONG_LEASE);
-      const session = await meteredSession(server.baseUrl, entitlement);
+      const { server, clock, entitlement, session } = await sessionOnClock(t.context, kind, [RECENT_ONLY]);
       const dated = (transactionId: number) => ({
         transactionId,
         eventName: "recent-only",
@@ -347,11 +354,7 @@ for (const kind of ["mysql", "embedded"] as const) {
   test.serial(
     `${kind}: an amount reserved but never written is counted no more after the hourly recount`,
     async (t) => {
-      const server = t.context.servers[kind];
-      const clock = t.context.clocks[kind];
-      await advance(server, clock, 0);
-      const entitlement = await meteredEntitlement(server.baseUrl, [API_CALLS], LONG_LEASE);
-      const session = await meteredSession(server.baseUrl, entitlement);
+      const { server, clock, entitlement, session } = await sessionOnClock(t.context, kind, [API_CALLS]);
       t.like((await preallocate(server.baseUrl, session, "api-calls", 10)).body, { granted: true, currentValue: 10 });
       const usage = await usageOf(server, entitlement.entitlementId, "api-calls");
       // As an instance dying between reserving and writing would leave it.
