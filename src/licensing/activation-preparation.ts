@@ -1,10 +1,9 @@
-import { type ActivationPolicy, RequiredAuthenticationLevel } from "../../gen/provision/v1/entitlement_pb.js";
+import type { ActivationPolicy } from "../../gen/provision/v1/entitlement_pb.js";
 import { bearerTokenOf } from "../auth/auth-interceptor.js";
 import { readSerially } from "../platform/database.js";
 import { DomainError } from "../platform/errors.js";
 import type { ActivationDependencies } from "./activation.js";
 import { findUserInvitations } from "./activation-code-store.js";
-import type { CodeFacts } from "./activation-rules.js";
 import { checkHostAllowed } from "./client-host-names.js";
 import {
   type InteractiveUser,
@@ -89,12 +88,6 @@ export async function invitedCodeKey(deps: ActivationDependencies, user: Interac
     });
   }
   return found.codeKey;
-}
-
-/** With useInteractiveUser the invitation must name the signed-in user (or a group of theirs), as at level 3. */
-export function asInteractive(code: CodeFacts): CodeFacts {
-  const level = Math.max(code.requiredAuthenticationLevel, RequiredAuthenticationLevel.INTERACTIVE_USER);
-  return { ...code, requiredAuthenticationLevel: level };
 }
 
 /**

@@ -56,6 +56,11 @@ export interface ActivationAsk {
   acceptLicenseTerms: boolean;
   /** The signed-in user (interactive activation), or null. */
   user: { id: string; groups: string[] } | null;
+  /**
+   * The application asked to activate as the signed-in user (useInteractiveUser): the invitation must name them,
+   * as at level 3, on top of what the vendor's level asks (an email-bound code still needs its email).
+   */
+  asSignedInUser?: boolean;
 }
 
 export interface Lease {
@@ -284,8 +289,9 @@ function checkEmail(code: CodeFacts, ask: ActivationAsk): void {
 }
 
 function checkAuthentication(policy: ActivationPolicy | undefined, code: CodeFacts, ask: ActivationAsk): void {
-  const level = authenticationLevel(policy, code);
-  if (level === RequiredAuthenticationLevel.EMAIL) checkEmail(code, ask);
+  const required = authenticationLevel(policy, code);
+  if (required === RequiredAuthenticationLevel.EMAIL) checkEmail(code, ask);
+  const level = ask.asSignedInUser ? Math.max(required, RequiredAuthenticationLevel.INTERACTIVE_USER) : required;
   const requiredGroup = policy?.requireOrganizationGroupMember ?? "";
   if (level < RequiredAuthenticationLevel.INTERACTIVE_USER && requiredGroup === "") return;
   const user = ask.user;

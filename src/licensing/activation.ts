@@ -17,7 +17,6 @@ import { MAX_EMAIL_LENGTH, MAX_FINGERPRINT_LENGTH } from "./activation-code-vali
 import { type ActivationGroups, activateInGroup, groupable } from "./activation-groups.js";
 import type { ActivationGuesses } from "./activation-guesses.js";
 import {
-  asInteractive,
   checkHost,
   checkSignedIn,
   invitedCodeKey,
@@ -139,9 +138,10 @@ export async function activate(
     targetSoftwareVersion: request.targetSoftwareVersion,
     requestedLeaseMs: requestedLeaseMs(request.requestedLeaseDuration),
     acceptLicenseTerms: request.acceptLicenseTerms,
+    asSignedInUser: request.useInteractiveUser,
   };
   const clientAddress = context.values.get(clientAddressKey);
-  const input = { key, now, clientAddress, prepared, interactive: request.useInteractiveUser, presented };
+  const input = { key, now, clientAddress, prepared, presented };
   const attempt = (plan: SeatPlan | undefined) =>
     withPreparation(deps, prepared, clientAddress, async () => {
       const owner = await deps.store.entitlementOfCode(deps.dataSource.manager, key);
@@ -202,7 +202,6 @@ interface TransactionInput {
   now: Date;
   clientAddress: string;
   prepared: Preparation;
-  interactive: boolean;
   presented: string | null;
   /** The seat reads to send with the locking reads; undefined sends them in a batch of their own. */
   plan: SeatPlan | undefined;
@@ -230,7 +229,7 @@ async function activateInTransaction(
   const { entitlement, facts, code, replaced, planned, receiving } = await lockedRows(deps, transaction, input, hash);
   const claim = facts.policy?.claimBasedActivation;
   deps.seatPlans.remember(input.key, { claim, code, readsFirstActivation: endsAfterFirstActivation(facts.policy) });
-  const codeFact = input.interactive ? asInteractive(codeFacts(code)) : codeFacts(code);
+  const codeFact = codeFacts(code);
   checkSignedIn(deps, input.prepared, () => checkActivation(facts, codeFact, ask, now));
   if (input.presented === null && facts.policy?.requireActivationWorkflow) throw workflowRequired();
   checkHost(deps, facts.policy, input.clientAddress, input.prepared);

@@ -193,6 +193,23 @@ each("useInteractiveUser holds a level-1 code to its invitee too", async (t, mod
   t.is((await activateAs(server, null, { ...body, useInteractiveUser: false })).status, 200, "plain level 1 still");
 });
 
+each("useInteractiveUser does not lift a level-2 code's email check", async (t, mode) => {
+  const { server, clock } = t.context.servers[mode];
+  const { code } = await entitlementWithCode(
+    server.baseUrl,
+    { requiredAuthenticationLevel: 2 },
+    { useEntitlementMaxActivations: true, email: "alice@customer.example" },
+  );
+  const anyone = await userToken(t.context.signer, clock.now(), randomUUID());
+  const body = { activationCode: code, fingerprint: "m-1", useInteractiveUser: true };
+  const otherEmail = await activateAs(server, anyone, { ...body, email: "mallory@evil.example" });
+  t.is(otherEmail.status, 403, JSON.stringify(otherEmail.body));
+  t.is(problemSlug(otherEmail.body), "email-mismatch");
+  t.is(problemSlug((await activateAs(server, anyone, body)).body), "email-mismatch", "no email at all");
+  const alice = await activateAs(server, anyone, { ...body, email: "Alice@customer.example" });
+  t.is(alice.status, 200, JSON.stringify(alice.body));
+});
+
 each("expired, wrong-audience, wrong-issuer, tampered and foreign-key tokens answer 401", async (t, mode) => {
   const { server, clock } = t.context.servers[mode];
   const user = randomUUID();
