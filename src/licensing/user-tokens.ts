@@ -1,4 +1,11 @@
-import { createRemoteJWKSet, errors, type JWTPayload, type JWTVerifyGetKey, jwtVerify } from "jose";
+import {
+  createRemoteJWKSet,
+  errors,
+  type JWSHeaderParameters,
+  type JWTPayload,
+  jwtVerify,
+  type RemoteJWKSet,
+} from "jose";
 import { bearerChallenge } from "../auth/access-tokens.js";
 import type { Clock } from "../platform/clock.js";
 import type { UserTokenConfig } from "../platform/config.js";
@@ -18,6 +25,8 @@ const JWKS_TIMEOUT_MS = 3000;
 /** Least time between two fetches of the key set (an unknown `kid` makes jose fetch it again). */
 const JWKS_COOLDOWN_MS = 30_000;
 const JWKS_MAX_AGE_MS = 10 * 60_000;
+/** After a failed fetch, tokens that would need another are answered 503 this long without one (Retry-After). */
+const JWKS_RETRY_AFTER_S = 5;
 
 /** Errors that say the token itself is bad (as opposed to the issuer's key set being out of reach). */
 const TOKEN_ERRORS = [
@@ -34,7 +43,9 @@ const TOKEN_ERRORS = [
 
 /** Verifies interactive users' bearer tokens against the one configured issuer's published keys. */
 export class UserTokens {
-  private readonly keys: JWTVerifyGetKey;
+  private readonly keys: RemoteJWKSet;
+  /** Until when a token needing a fetch is answered 503 at once: jose's cooldown follows successful fetches only. */
+  private unreachableUntilMs = 0;
 
   constructor(
     private readonly config: UserTokenConfig,
@@ -52,10 +63,11 @@ export class UserTokens {
   async verify(token: string): Promise<InteractiveUser> {
     let payload: JWTPayload;
     try {
-      ({ payload } = await jwtVerify(token, this.keys, {
+      ({ payload } = await jwtVerify(token, (header) => this.keyOf(header), {
         issuer: this.config.issuer,
         audience: this.config.audience,
         algorithms: ALGORITHMS,
+        requiredClaims: ["exp"],
         currentDate: this.clock.now(),
       }));
     } catch (error) {
@@ -65,20 +77,61 @@ export class UserTokens {
     return { id: payload.sub, groups: groupsOf(payload.groups) };
   }
 
+  /**
+   * The key of a token's header, fetching the key set only when kept keys cannot tell and no fetch just failed.
+   * A `kid` not kept while jose's cooldown holds off a fetch may be a key the issuer has just added: not a verdict.
+   */
+  private async keyOf(header: JWSHeaderParameters) {
+    const now = this.clock.now().getTime();
+    const fresh = this.keys.fresh;
+    const kept = fresh && this.keys.jwks()?.keys.some((key) => key.kid === header.kid);
+    if (now < this.unreachableUntilMs && !kept) throw new KeySetUnreachable();
+    const fetchHeldOff = fresh && this.keys.coolingDown;
+    try {
+      return await this.keys(header);
+    } catch (error) {
+      if (error instanceof errors.JWKSNoMatchingKey && fetchHeldOff && !kept) throw new KeyNotFetchedYet();
+      if (!isTokenError(error)) this.unreachableUntilMs = now + JWKS_RETRY_AFTER_S * 1000;
+      throw error;
+    }
+  }
+
   private refusal(error: unknown): DomainError {
     if (error instanceof errors.JWTExpired) return invalidUserToken("it has expired");
     if (error instanceof errors.JWTClaimValidationFailed)
       return invalidUserToken(`its \`${error.claim}\` is not accepted`);
-    if (TOKEN_ERRORS.some((kind) => error instanceof kind)) return invalidUserToken("it is not signed by the issuer");
-    this.logger.warn(
-      { err: { message: (error as Error)?.message }, jwksUrl: this.config.jwksUrl },
-      "could not fetch the user-token issuer's keys",
-    );
+    if (isTokenError(error)) return invalidUserToken("it is not signed by the issuer");
+    if (error instanceof KeyNotFetchedYet) {
+      return new DomainError(
+        "unavailable",
+        "the user token's key is not among the issuer's keys fetched so far; retry",
+        {
+          slug: "user-token-issuer-unavailable",
+          headers: { "retry-after": String(JWKS_COOLDOWN_MS / 1000) },
+        },
+      );
+    }
+    if (!(error instanceof KeySetUnreachable)) {
+      this.logger.warn(
+        { err: { message: (error as Error)?.message }, jwksUrl: this.config.jwksUrl },
+        "could not fetch the user-token issuer's keys",
+      );
+    }
     return new DomainError("unavailable", "the user-token issuer's keys cannot be fetched; try again later", {
       slug: "user-token-issuer-unavailable",
-      headers: { "retry-after": "5" },
+      headers: { "retry-after": String(JWKS_RETRY_AFTER_S) },
     });
   }
+}
+
+/** The last fetch of the key set failed moments ago; not tried again yet. */
+class KeySetUnreachable extends Error {}
+
+/** The token's key is not kept, and the key set was fetched too recently to fetch it again. */
+class KeyNotFetchedYet extends Error {}
+
+function isTokenError(error: unknown): boolean {
+  return TOKEN_ERRORS.some((kind) => error instanceof kind);
 }
 
 /** No bearer token where an interactive user must sign in. */

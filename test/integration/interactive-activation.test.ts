@@ -31,6 +31,10 @@ interface Context {
   unconfigured: TestServer;
   jwks: http.Server;
   failingJwks: http.Server;
+  /** Fetches the failing key set has answered (an object: each test's context is a copy of the hook's). */
+  failedFetches: { count: number };
+  /** The key set the issuer publishes: a test may add a key. */
+  published: { keys: Record<string, unknown>[] };
   signer: Signer;
   /** A key the issuer does not publish. */
   stranger: Signer;
@@ -58,10 +62,16 @@ test.before(async (t) => {
   t.context.signer = { key: privateKey, alg: "RS256", kid: KID };
   t.context.stranger = { key: (await generateKeyPair("ES256")).privateKey, alg: "ES256", kid: KID };
   const published = { keys: [{ ...(await exportJWK(publicKey)), kid: KID, alg: "RS256", use: "sig" }] };
+  t.context.published = published;
+  const failedFetches = { count: 0 };
+  t.context.failedFetches = failedFetches;
   const jwks = await listen((_request, response) => {
     response.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(published));
   });
-  const failing = await listen((_request, response) => response.writeHead(500).end("down"));
+  const failing = await listen((_request, response) => {
+    failedFetches.count++;
+    response.writeHead(500).end("down");
+  });
   t.context.jwks = jwks.server;
   t.context.failingJwks = failing.server;
   t.context.servers = {} as Context["servers"];
@@ -228,6 +238,7 @@ each("expired, wrong-audience, wrong-issuer, tampered and foreign-key tokens ans
     "wrong issuer": await userToken(t.context.signer, now, user, { iss: "https://evil.test" }),
     tampered: `${header}.${forged}.${signature}`,
     "foreign key": await userToken(t.context.stranger, now, user),
+    "no exp": await userToken(t.context.signer, now, user, { exp: undefined }),
     "no sub": await userToken(t.context.signer, now, ""),
     "not a JWT": "not-a-jwt",
   };
@@ -408,8 +419,39 @@ test("a key set that cannot be fetched answers 503, not a verdict on the token",
   });
   t.is(answer.status, 503, JSON.stringify(answer.body));
   t.is(problemSlug(answer.body), "user-token-issuer-unavailable");
+  t.is(answer.headers.get("retry-after"), "5");
   t.false(
     server.logs.some((line) => line.includes(token)),
     "the token is not logged",
   );
+  const fetches = t.context.failedFetches.count;
+  for (let again = 0; again < 5; again++) {
+    const retried = await activateAs(server, token, {
+      activationCode: code,
+      fingerprint: "f-1",
+      useInteractiveUser: true,
+    });
+    t.is(retried.status, 503);
+  }
+  t.is(t.context.failedFetches.count, fetches, "asked again within Retry-After, the key set is not fetched again");
+  t.true(fetches > 0);
+});
+
+each("a key the issuer has just added answers 503 until it may be fetched, not 401", async (t, mode) => {
+  const { server, clock } = t.context.servers[mode];
+  const user = randomUUID();
+  const { code } = await invitation(server, { userId: user });
+  const body = { activationCode: code, fingerprint: "rotated-1", useInteractiveUser: true };
+  const unknownKid = { ...t.context.signer, kid: `unknown-${randomUUID()}` };
+  // Refused either way (401 if it made jose fetch the set, 503 if a fetch was held off): the set is now fetched
+  // too recently to be fetched again at once.
+  const probe = await activateAs(server, await userToken(unknownKid, clock.now(), user), body);
+  t.not(probe.status, 200);
+  const { publicKey, privateKey } = await generateKeyPair("ES256", { extractable: true });
+  const added = { key: privateKey, alg: "ES256", kid: `added-${randomUUID()}` };
+  t.context.published.keys.push({ ...(await exportJWK(publicKey)), kid: added.kid, alg: "ES256", use: "sig" });
+  const soon = await activateAs(server, await userToken(added, clock.now(), user), body);
+  t.is(soon.status, 503, JSON.stringify(soon.body));
+  t.is(problemSlug(soon.body), "user-token-issuer-unavailable");
+  t.is(soon.headers.get("retry-after"), "30");
 });
