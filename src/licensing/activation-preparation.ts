@@ -4,13 +4,9 @@ import { readSerially } from "../platform/database.js";
 import { DomainError } from "../platform/errors.js";
 import type { ActivationDependencies } from "./activation.js";
 import { findUserInvitations } from "./activation-code-store.js";
+import { userTokenRequired } from "./activation-rules.js";
 import { checkHostAllowed } from "./client-host-names.js";
-import {
-  type InteractiveUser,
-  interactiveUserNotConfigured,
-  type UserTokens,
-  userTokenRequired,
-} from "./user-tokens.js";
+import { type InteractiveUser, interactiveUserNotConfigured, type UserTokens } from "./user-tokens.js";
 
 // What activation needs from outside its transaction (the signed-in user, the caller's host names) and the
 // rules that use it. A transaction that finds it needs one of them rolls back; it is fetched, then run again.

@@ -295,12 +295,7 @@ function checkAuthentication(policy: ActivationPolicy | undefined, code: CodeFac
   const requiredGroup = policy?.requireOrganizationGroupMember ?? "";
   if (level < RequiredAuthenticationLevel.INTERACTIVE_USER && requiredGroup === "") return;
   const user = ask.user;
-  if (user === null) {
-    throw new DomainError("unauthenticated", "sign in: activating this license needs the user's bearer token", {
-      slug: "authentication-required",
-      headers: { "www-authenticate": bearerChallenge() },
-    });
-  }
+  if (user === null) throw userTokenRequired();
   if (level >= RequiredAuthenticationLevel.INTERACTIVE_USER && !isInvitee(code, user)) {
     throw refuse("user-not-invited", "the signed-in user is not the activation code's invitee nor in its group");
   }
@@ -310,6 +305,17 @@ function checkAuthentication(policy: ActivationPolicy | undefined, code: CodeFac
       "the signed-in user is not in the organization group the policy requires",
     );
   }
+}
+
+/**
+ * No bearer token where the policy asks for a signed-in user: 403 as the contract puts "authentication required",
+ * with the Bearer challenge that says what to send.
+ */
+export function userTokenRequired(): DomainError {
+  return new DomainError("permission-denied", "sign in: send the user's token as Authorization: Bearer <token>", {
+    slug: "authentication-required",
+    headers: { "www-authenticate": bearerChallenge() },
+  });
 }
 
 function sameEmail(expected: string, given: string): boolean {

@@ -134,14 +134,6 @@ function isTokenError(error: unknown): boolean {
   return TOKEN_ERRORS.some((kind) => error instanceof kind);
 }
 
-/** No bearer token where an interactive user must sign in. */
-export function userTokenRequired(): DomainError {
-  return new DomainError("unauthenticated", "sign in: send the user's token as Authorization: Bearer <token>", {
-    slug: "authentication-required",
-    headers: { "www-authenticate": bearerChallenge() },
-  });
-}
-
 /** Interactive-user activation asked of a deployment that trusts no user-token issuer. */
 export function interactiveUserNotConfigured(): DomainError {
   return new DomainError(

@@ -136,7 +136,7 @@ each("a level-3 code activates for its invitee's token only; without a token it 
   const body = { activationCode: code, fingerprint: "laptop-1", useInteractiveUser: true };
 
   const anonymous = await activateAs(server, null, body);
-  t.is(anonymous.status, 401, JSON.stringify(anonymous.body));
+  t.is(anonymous.status, 403, JSON.stringify(anonymous.body));
   t.is(problemSlug(anonymous.body), "authentication-required");
   t.regex(anonymous.headers.get("www-authenticate") ?? "", /^Bearer /);
 
@@ -270,7 +270,7 @@ each(
     const none = await activateAs(server, await signIn(), body);
     t.is(none.status, 404, JSON.stringify(none.body));
     t.is(problemSlug(none.body), "code-not-found");
-    t.is((await activateAs(server, null, body)).status, 401, "a code left out needs the user's token");
+    t.is((await activateAs(server, null, body)).status, 403, "a code left out needs the user's token");
 
     const { entitlementId } = await invitation(server, { userId: user });
     clock.advance(1000);
@@ -331,7 +331,7 @@ each("interactive activation over Connect reads the user's token from the reques
     });
     return { status: response.status, body: (await response.json()) as { license: { licenseToken: string } } };
   };
-  t.is((await call(null)).status, 401);
+  t.is((await call(null)).status, 403, "Connect's permission_denied");
   const answer = await call(`Bearer ${await userToken(t.context.signer, clock.now(), user)}`);
   t.is(answer.status, 200, JSON.stringify(answer.body));
   t.truthy(answer.body.license.licenseToken);

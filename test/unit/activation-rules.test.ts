@@ -304,7 +304,7 @@ test("checkActivation: level InteractiveUser needs a signed-in invitee", (t) => 
     ask: { user },
   });
   const error = t.throws(() => check(level3(null)), { instanceOf: DomainError });
-  t.is(error?.kind, "unauthenticated");
+  t.is(error?.kind, "permission-denied");
   t.is(error?.slug, "authentication-required");
   t.regex(error?.headers["www-authenticate"] ?? "", /^Bearer /);
   allowed(t, level3({ id: USER, groups: [] }));
@@ -322,13 +322,13 @@ test("checkActivation: level InteractiveUser needs a signed-in invitee", (t) => 
     t,
     { entitlement: { policy: policy({ requiredAuthenticationLevel: 3 }) } },
     "authentication-required",
-    "unauthenticated",
+    "permission-denied",
   );
 });
 
 test("checkActivation: requireOrganizationGroupMember needs a signed-in member at any level", (t) => {
   const facts = { policy: policy({ requireOrganizationGroupMember: GROUP }) };
-  refused(t, { entitlement: facts }, "authentication-required", "unauthenticated");
+  refused(t, { entitlement: facts }, "authentication-required", "permission-denied");
   refused(t, { entitlement: facts, ask: { user: { id: USER, groups: [] } } }, "organization-group-required");
   allowed(t, { entitlement: facts, ask: { user: { id: USER, groups: [GROUP.toUpperCase()] } } });
   refused(
