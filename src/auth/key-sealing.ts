@@ -15,6 +15,11 @@ export function sealPrivateKey(json: string, keyEncryptionKey: Buffer | undefine
   return SEALED + [iv, cipher.getAuthTag(), sealed].map((part) => part.toString("base64")).join(".");
 }
 
+/** Whether a stored private key is sealed with a key-encryption key. */
+export function isSealed(stored: string): boolean {
+  return stored.startsWith(SEALED);
+}
+
 export function unsealPrivateKey(stored: string, keyEncryptionKey: Buffer | undefined): string {
   if (stored.startsWith(PLAIN)) return stored.slice(PLAIN.length);
   if (!stored.startsWith(SEALED)) throw new Error("a signing key is stored in an unknown format");

@@ -6,6 +6,7 @@ import { toClient } from "../auth/client-admin-calls.js";
 import { CLIENT_CHANGED_CHANNEL } from "../auth/client-states.js";
 import type { ClientRow } from "../auth/entities.js";
 import { IdentityRepository } from "../auth/identity-repository.js";
+import { isSealed } from "../auth/key-sealing.js";
 import { addSigningKey, KEY_REFRESH_MS, PUBLISH_BEFORE_SIGNING_MS } from "../auth/key-store.js";
 import { isValidScope, parseScopeList } from "../auth/scopes.js";
 import { generateClientSecret, hashSecret, newTokenGeneration } from "../auth/secrets.js";
@@ -142,19 +143,35 @@ const COMMANDS: Record<string, Command> = {
   },
 
   "keys rotate": {
-    usage: "keys rotate",
-    async run({ identity, config }) {
+    usage: "keys rotate [--seal first]",
+    options: ["seal"],
+    async run({ identity, config, options }) {
+      if (options.seal !== undefined && options.seal !== "first") throw new UsageError("--seal takes only `first`");
+      if (config.auth.keyEncryptionKey && options.seal === undefined && !(await keysSealed(identity))) {
+        throw new ConfigError(
+          "PROVISION_KEY_ENCRYPTION_KEY",
+          "is set, and the stored signing keys are not sealed: instances running without it could not open a sealed key " +
+            "and would stop issuing tokens. Set it on every instance, restart them, then run `keys rotate --seal first`",
+        );
+      }
       // No clock of this machine goes into the key: the running service publishes it on its own clock.
       const kid = await addSigningKey(identity, config.auth.keyEncryptionKey);
       return {
         kid,
         note:
-          `running instances publish this key within ${KEY_REFRESH_MS / 1000} s and sign with it ` +
+          `a running instance publishes this key when it next signs a token or serves its JWKS (it looks at most every ` +
+          `${KEY_REFRESH_MS / 1000} s), or starts; every instance signs with it ` +
           `${PUBLISH_BEFORE_SIGNING_MS / 1000} s after that; tokens signed before stay valid until they expire`,
       };
     },
   },
 };
+
+/** Whether the newest signing key is stored sealed (or there is none yet). */
+async function keysSealed(identity: IdentityRepository): Promise<boolean> {
+  const [newest] = await identity.listSigningKeys();
+  return newest === undefined || isSealed(newest.privateJwk);
+}
 
 const USAGE = `usage: npm run cli -- <command>
 ${Object.values(COMMANDS)

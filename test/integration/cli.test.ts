@@ -1,8 +1,9 @@
+import { randomBytes } from "node:crypto";
 import net from "node:net";
 import anyTest, { type ExecutionContext, type TestFn } from "ava";
 import mysql from "mysql2/promise";
 import { accessToken, requestToken } from "../support/auth.js";
-import { cli, cliFailure, cliWithEnv } from "../support/cli.js";
+import { cli, cliFailure, cliFailureWithEnv, cliWithEnv } from "../support/cli.js";
 import { pollUntil } from "../support/poll.js";
 import { PRODUCTS, rest } from "../support/rest.js";
 import { createTestDatabase, startTestServer, type TestServer } from "../support/test-server.js";
@@ -163,6 +164,24 @@ test.serial("keys rotate puts a new key in the JWKS and old tokens keep working"
   const list = await rest(server.baseUrl, "GET", PRODUCTS);
   t.is(list.status, 200, "a token signed with the old key is still accepted");
 });
+
+test.serial(
+  "keys rotate seals the first sealed key only when told to (instances without the key could not open it)",
+  async (t) => {
+    const { databaseUrl, server } = t.context;
+    const sealing = { PROVISION_KEY_ENCRYPTION_KEY: randomBytes(32).toString("base64") };
+    const keys = () => scalar(t, "SELECT COUNT(*) AS n FROM signing_keys");
+    const before = await keys();
+    const refused = await cliFailureWithEnv(sealing, databaseUrl, "keys", "rotate");
+    t.is(refused.code, 2);
+    t.regex(refused.stderr, /PROVISION_KEY_ENCRYPTION_KEY.*--seal first/s);
+    t.is(await keys(), before, "no key was made");
+    const token = await requestToken(server.baseUrl, server.admin.clientId, server.admin.clientSecret);
+    t.is(token.status, 200, "the running instance, which has no key-encryption key, still issues tokens");
+    const badValue = await cliFailureWithEnv(sealing, databaseUrl, "keys", "rotate", "--seal", "yes");
+    t.is(badValue.code, 2);
+  },
+);
 
 test("bad input answers a usage error with exit code 2", async (t) => {
   const { databaseUrl } = t.context;

@@ -24,10 +24,19 @@ export async function cliWithEnv(extra: NodeJS.ProcessEnv, databaseUrl: string, 
 }
 
 /** The exit code and standard error of a CLI call that is meant to fail. */
-export async function cliFailure(databaseUrl: string, ...args: string[]): Promise<{ code: number; stderr: string }> {
+export function cliFailure(databaseUrl: string, ...args: string[]): Promise<{ code: number; stderr: string }> {
+  return cliFailureWithEnv({}, databaseUrl, ...args);
+}
+
+/** cliFailure with more environment variables. */
+export async function cliFailureWithEnv(
+  extra: NodeJS.ProcessEnv,
+  databaseUrl: string,
+  ...args: string[]
+): Promise<{ code: number; stderr: string }> {
   try {
     await run(process.execPath, ["--import", "tsx", "src/cli/main.ts", ...args], {
-      env: cliEnv(databaseUrl),
+      env: { ...cliEnv(databaseUrl), ...extra },
     });
   } catch (error) {
     const failure = error as { code: number; stderr: string };
