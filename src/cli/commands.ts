@@ -146,12 +146,14 @@ const COMMANDS: Record<string, Command> = {
     usage: "keys rotate [--seal first]",
     options: ["seal"],
     async run({ identity, config, options }) {
+      const sealing = config.auth.keyEncryptionKey !== undefined;
       if (options.seal !== undefined && options.seal !== "first") throw new UsageError("--seal takes only `first`");
-      if (config.auth.keyEncryptionKey && options.seal === undefined && !(await keysSealed(identity))) {
-        throw new ConfigError(
-          "PROVISION_KEY_ENCRYPTION_KEY",
-          "is set, and the stored signing keys are not sealed: instances running without it could not open a sealed key " +
-            "and would stop issuing tokens. Set it on every instance, restart them, then run `keys rotate --seal first`",
+      if (options.seal && !sealing) throw new UsageError("--seal first needs PROVISION_KEY_ENCRYPTION_KEY set");
+      if (sealing && options.seal === undefined && !(await keysSealed(identity))) {
+        throw new UsageError(
+          "PROVISION_KEY_ENCRYPTION_KEY is set, and the stored signing keys are not sealed: instances running without " +
+            "it could not open a sealed key and would stop issuing tokens. Set it on every instance, restart them, " +
+            "then run `keys rotate --seal first`",
         );
       }
       // No clock of this machine goes into the key: the running service publishes it on its own clock.

@@ -52,7 +52,7 @@ export async function withPreparation<T>(
   }
 }
 
-/** The token of the user signing in: 403 when no issuer is trusted, 401 when none is sent; not verified yet. */
+/** The token of the user signing in (403 when no issuer is trusted or none is sent), not verified yet. */
 function userToken(deps: ActivationDependencies, headers: Headers): { tokens: UserTokens; token: string } {
   if (!deps.userTokens) throw interactiveUserNotConfigured();
   const authorization = headers.get("authorization");

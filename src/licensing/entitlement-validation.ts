@@ -139,13 +139,7 @@ export function checkActivationPolicy(violations: Violations, prefix: string, po
     const field = `${prefix}timeRestrictedActivationPolicy.`;
     checkTimestamp(violations, `${field}notValidBeforeTimestamp`, window.notValidBeforeTimestamp);
     checkTimestamp(violations, `${field}notValidAfterTimestamp`, window.notValidAfterTimestamp);
-    checkEnd(
-      violations,
-      field,
-      window.notValidBeforeTimestamp,
-      "notValidBeforeTimestamp",
-      window.notValidAfterTimestamp,
-    );
+    checkWindowOrder(violations, field, window, "notValidBeforeTimestamp");
     checkSpan(violations, `${field}activationPeriod`, window.activationPeriod);
   }
   const trial = policy.trialActivationPolicy;
@@ -154,13 +148,7 @@ export function checkActivationPolicy(violations: Violations, prefix: string, po
     checkSpan(violations, `${field}trialPeriod`, trial.trialPeriod);
     checkTimestamp(violations, `${field}cannotActivateBeforeTimestamp`, trial.cannotActivateBeforeTimestamp);
     checkTimestamp(violations, `${field}notValidAfterTimestamp`, trial.notValidAfterTimestamp);
-    checkEnd(
-      violations,
-      field,
-      trial.cannotActivateBeforeTimestamp,
-      "cannotActivateBeforeTimestamp",
-      trial.notValidAfterTimestamp,
-    );
+    checkWindowOrder(violations, field, trial, "cannotActivateBeforeTimestamp");
     checkTimestamp(violations, `${field}trialEndsAt`, trial.trialEndsAt);
   }
   const subscription = policy.subscriptionPolicy;
@@ -174,13 +162,7 @@ export function checkActivationPolicy(violations: Violations, prefix: string, po
     }
     checkTimestamp(violations, `${field}cannotActivateBeforeTimestamp`, subscription.cannotActivateBeforeTimestamp);
     checkTimestamp(violations, `${field}notValidAfterTimestamp`, subscription.notValidAfterTimestamp);
-    checkEnd(
-      violations,
-      field,
-      subscription.cannotActivateBeforeTimestamp,
-      "cannotActivateBeforeTimestamp",
-      subscription.notValidAfterTimestamp,
-    );
+    checkWindowOrder(violations, field, subscription, "cannotActivateBeforeTimestamp");
     checkTimestamp(violations, `${field}nextRenewalTimeStamp`, subscription.nextRenewalTimeStamp);
   }
 }
@@ -222,14 +204,17 @@ function checkStoredDate(violations: Violations, field: string, timestamp: Times
   }
 }
 
-/** A window's `notValidAfterTimestamp` (under `prefix`), which must come after its start when both are set. */
-function checkEnd(
+type WindowStart = "notValidBeforeTimestamp" | "cannotActivateBeforeTimestamp";
+
+/** A window's `notValidAfterTimestamp` (under `prefix`) must come after its start when both are set. */
+function checkWindowOrder(
   violations: Violations,
   prefix: string,
-  start: Timestamp | undefined,
-  startName: string,
-  end: Timestamp | undefined,
+  window: { notValidAfterTimestamp?: Timestamp } & { [start in WindowStart]?: Timestamp },
+  startName: WindowStart,
 ): void {
+  const start = window[startName];
+  const end = window.notValidAfterTimestamp;
   if (!start || !end) return;
   const endsFirst = end.seconds < start.seconds || (end.seconds === start.seconds && end.nanos <= start.nanos);
   if (endsFirst) violations.add(`${prefix}notValidAfterTimestamp`, `must be later than ${startName}`);

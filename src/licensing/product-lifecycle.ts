@@ -109,11 +109,11 @@ async function readStatuses(
   products: ProductOfProvider[],
   transaction: BatchedTransaction,
 ): Promise<Map<string, number>> {
-  const productIds = [...new Set(products.map(({ productId }) => productId))];
+  const pairs = products.map(({ providerId, productId }) => [providerId, productId]);
   const [rows] = await transaction.run([
     {
-      sql: `SELECT id, provider_id, status FROM products WHERE id IN (${productIds.map(() => "?").join(", ")})`,
-      parameters: productIds,
+      sql: `SELECT id, provider_id, status FROM products WHERE (provider_id, id) IN (${pairs.map(() => "(?, ?)").join(", ")})`,
+      parameters: pairs.flat(),
     },
   ]);
   const statuses = (rows as { id: string; provider_id: string; status: unknown }[]).map(

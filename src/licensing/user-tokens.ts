@@ -84,7 +84,8 @@ export class UserTokens {
   private async keyOf(header: JWSHeaderParameters) {
     const now = this.clock.now().getTime();
     const fresh = this.keys.fresh;
-    const kept = fresh && this.keys.jwks()?.keys.some((key) => key.kid === header.kid);
+    const keys = fresh ? (this.keys.jwks()?.keys ?? []) : [];
+    const kept = header.kid === undefined ? keys.length > 0 : keys.some((key) => key.kid === header.kid);
     if (now < this.unreachableUntilMs && !kept) throw new KeySetUnreachable();
     const fetchHeldOff = fresh && this.keys.coolingDown;
     try {
@@ -98,6 +99,8 @@ export class UserTokens {
 
   private refusal(error: unknown): DomainError {
     if (error instanceof errors.JWTExpired) return invalidUserToken("it has expired");
+    if (error instanceof errors.JWTClaimValidationFailed && error.reason === "missing")
+      return invalidUserToken(`it has no \`${error.claim}\` claim`);
     if (error instanceof errors.JWTClaimValidationFailed)
       return invalidUserToken(`its \`${error.claim}\` is not accepted`);
     if (isTokenError(error)) return invalidUserToken("it is not signed by the issuer");

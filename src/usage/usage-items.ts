@@ -54,7 +54,8 @@ export async function usageItemsOf(
     }
     items.push({ ...item, ref: refs.kept(asset, occurredAt) ?? (await refs.of(asset, occurredAt)) });
   }
-  if (violations.length > 0) throw invalidItems(violations);
+  // Refused anyway: the items too old are named too, whether recorded or not (a resend of the batch mended tells).
+  if (violations.length > 0) throw invalidItems([...violations, ...items.flatMap((item) => item.tooOld ?? [])]);
   return items;
 }
 

@@ -134,7 +134,7 @@ export class ResultWriter {
     // Locked and read again: an administrator's change meanwhile is kept, and the decision uses the current row.
     const subscription = await subscriptions.lockAny(manager, delivery.subscriptionId);
     if (!subscription || subscription.deletedAt) return;
-    const changed = subscriptionAfter(subscription, delivery, outcome, now);
+    const changed = subscriptionAfter(subscription, result, now);
     if (!changed) return;
     await subscriptions.setStanding(manager, changed);
     if (changed.state === SubscriptionState.ACTIVE && subscription.state !== SubscriptionState.ACTIVE) {
@@ -145,20 +145,19 @@ export class ResultWriter {
 }
 
 /** Whether a result may change its subscription, as the subscription was read at the claim. */
-function changesSubscription({ delivery, outcome, attempt, subscription }: DeliveryResult): boolean {
-  if (!attempt || !subscription) return false;
-  return subscriptionAfter(subscription, delivery, outcome, new Date()) !== null;
+function changesSubscription(result: DeliveryResult): boolean {
+  if (!result.attempt || !result.subscription) return false;
+  return subscriptionAfter(result.subscription, result, new Date()) !== null;
 }
 
-/** The subscription after an attempt, or null when it does not change. */
+/** The subscription (as it stands now) after an attempt, or null when it does not change. */
 function subscriptionAfter(
   subscription: WebhookSubscriptionRow,
-  delivery: WebhookDeliveryRow,
-  outcome: Outcome,
+  { delivery, outcome }: DeliveryResult,
   now: Date,
 ): WebhookSubscriptionRow | null {
-  if (outcome.gone && subscription.state !== SubscriptionState.DISABLED) {
-    return { ...subscription, state: SubscriptionState.DISABLED, updatedAt: now };
+  if (outcome.gone && goneFromCurrentEndpoint(subscription, delivery)) {
+    return { ...subscription, state: SubscriptionState.DISABLED, challengeDeliveryId: null, updatedAt: now };
   }
   if (outcome.succeeded && subscription.challengeDeliveryId === delivery.id) {
     return {
@@ -175,6 +174,14 @@ function subscriptionAfter(
     return { ...subscription, failingSince: now };
   }
   return null;
+}
+
+/**
+ * Whether a 410 Gone speaks for the subscription as it stands: while it is Active, or as its current challenge. (An
+ * attempt in flight when an administrator moved the subscription is never settled here: the move parked it.)
+ */
+function goneFromCurrentEndpoint(subscription: WebhookSubscriptionRow, delivery: WebhookDeliveryRow): boolean {
+  return subscription.state === SubscriptionState.ACTIVE || subscription.challengeDeliveryId === delivery.id;
 }
 
 /** What settlements written by one UPDATE share (the step goes one further for each, the end is the write's time). */

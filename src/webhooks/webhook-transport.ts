@@ -31,6 +31,7 @@ export async function postToTarget(
   const resolved = await resolveTarget(target, settings.trustedTargets, settings.lookup, settings.timeoutMs);
   const spentMs = performance.now() - started;
   if (isRefusal(resolved)) return { error: resolved.refusal, durationMs: spentMs };
+  if (spentMs >= settings.timeoutMs) return { error: `time-out after ${settings.timeoutMs} ms`, durationMs: spentMs };
   const answer = await sendWebhook(
     { target, address: resolved.address, headers, body, timeoutMs: settings.timeoutMs, spentMs },
     settings.agents,

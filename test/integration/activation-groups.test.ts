@@ -9,6 +9,7 @@ import {
   entitlementWithCode,
   licenseClaimsOf,
   sessionCall,
+  setProductStatus,
 } from "../support/licensing.js";
 import { countMysqlQueries } from "../support/mysql-query-count.js";
 import { createProviderWithClient } from "../support/providers.js";
@@ -91,6 +92,12 @@ async function activatedEvents(server: TestServer, entitlementId: string): Promi
 /** Another transaction holding the entitlement's row lock until `release`. */
 function lockEntitlementElsewhere(server: TestServer, entitlementId: string) {
   return lockElsewhere(server, "SELECT id FROM entitlements WHERE id = ? FOR UPDATE", [entitlementId]);
+}
+
+const SUSPENDED = 4;
+
+function problemOf(answer: { body: { type?: string } }): string | undefined {
+  return answer.body.type?.replace("urn:provision:problem:", "");
 }
 
 /** Each pooled connection's lock-wait timeout, as the server's or not (more queries at once than connections). */
@@ -240,9 +247,9 @@ for (const database of ["MySQL", "SQLite"] as const) {
         t.is((await activate(server.baseUrl, { activationCode: code, fingerprint: "first" })).status, 200);
         made.push({ code, productId });
       }
-      const statusReadsOfSeveral = countMysqlQueries(
-        /SELECT id, provider_id, status FROM products WHERE id IN \([^)]*,/,
-      );
+      // The last entitlement's product is suspended: only its activations are refused, whatever the group.
+      await setProductStatus(server.baseUrl, made[3].productId, SUSPENDED);
+      const statusReadsOfSeveral = countMysqlQueries("FROM products WHERE (provider_id, id) IN ((?, ?), (?, ?)");
       for (let round = 0; round < 10 && statusReadsOfSeveral() === 0; round++) {
         for (const { productId } of made) {
           const changed = await rest(server.baseUrl, "PUT", `${PRODUCTS}/${productId}`, { description: `${round}` });
@@ -255,7 +262,10 @@ for (const database of ["MySQL", "SQLite"] as const) {
             fingerprint: `statuses-${round}-${index}`,
           })),
         );
-        t.deepEqual(tally(answers), { 200: 80 });
+        t.deepEqual(tally(answers), { 200: 60, 403: 20 });
+        const refused = answers.flatMap((answer, index) => (answer.status === 403 ? [index % made.length] : []));
+        t.deepEqual([...new Set(refused)], [3], "only the suspended product's entitlement is refused");
+        t.true(answers.every((answer) => answer.status === 200 || problemOf(answer) === "product-unavailable"));
       }
       t.true(statusReadsOfSeveral() > 0, "no status read named the products of two entitlements");
     });

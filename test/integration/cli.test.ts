@@ -180,6 +180,10 @@ test.serial(
     t.is(token.status, 200, "the running instance, which has no key-encryption key, still issues tokens");
     const badValue = await cliFailureWithEnv(sealing, databaseUrl, "keys", "rotate", "--seal", "yes");
     t.is(badValue.code, 2);
+    const nothingToSealWith = await cliFailure(databaseUrl, "keys", "rotate", "--seal", "first");
+    t.is(nothingToSealWith.code, 2);
+    t.regex(nothingToSealWith.stderr, /needs PROVISION_KEY_ENCRYPTION_KEY/);
+    t.is(await keys(), before, "still no key was made");
   },
 );
 

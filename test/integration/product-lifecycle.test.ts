@@ -6,6 +6,7 @@ import {
   entitlementWithCode,
   licenseClaimsOf,
   sessionCall,
+  setProductStatus,
 } from "../support/licensing.js";
 import { PRODUCTS, rest } from "../support/rest.js";
 import { type BothDatabases, startOnBothDatabases } from "../support/test-server.js";
@@ -25,16 +26,6 @@ test.after.always(async (t) => {
 const STATUS = { draft: 1, active: 2, suspended: 4, deprecated: 5, endOfSale: 6, retired: 7 };
 const POLICY = { claimBasedActivation: { numberOfSeats: 10, isFloatingLicense: true } };
 
-/** Moves the product to `status` the one way there is: an import replacing it (UpdateProduct has no status). */
-async function setStatus(baseUrl: string, productId: string, status: number) {
-  const { body: product } = await rest(baseUrl, "GET", `${PRODUCTS}/${productId}`);
-  const { productCode, productVersion, name } = product;
-  const imported = await rest(baseUrl, "POST", `${PRODUCTS}/import`, [{ productCode, productVersion, name, status }]);
-  if (imported.status !== 200) throw new Error(`import: ${JSON.stringify(imported.body)}`);
-  const after = await rest(baseUrl, "GET", `${PRODUCTS}/${productId}`);
-  if (after.body.status !== status) throw new Error(`status: ${JSON.stringify(after.body)}`);
-}
-
 function entitle(baseUrl: string, productIds: string[]) {
   return rest(baseUrl, "POST", ENTITLEMENTS, { name: "Later customer", productIds, activationPolicy: POLICY });
 }
@@ -49,7 +40,7 @@ for (const name of ["MySQL", "SQLite"] as const) {
     t.is(first.status, 200, JSON.stringify(first.body));
     const token = first.body.licenseToken as string;
 
-    await setStatus(baseUrl, productId, STATUS.suspended);
+    await setProductStatus(baseUrl, productId, STATUS.suspended);
     const refused = await activate(baseUrl, { activationCode: code, fingerprint: device() });
     t.is(refused.status, 403, JSON.stringify(refused.body));
     t.is(refused.body.type, "urn:provision:problem:product-unavailable");
@@ -57,19 +48,19 @@ for (const name of ["MySQL", "SQLite"] as const) {
     t.is((await entitle(baseUrl, [productId])).status, 400);
 
     for (const status of [STATUS.deprecated, STATUS.endOfSale]) {
-      await setStatus(baseUrl, productId, status);
+      await setProductStatus(baseUrl, productId, status);
       t.is((await activate(baseUrl, { activationCode: code, fingerprint: device() })).status, 200);
       t.is((await sessionCall(baseUrl, token, "renew")).status, 200);
     }
     t.is((await entitle(baseUrl, [productId])).status, 400, "end of sale: no new entitlements");
 
-    await setStatus(baseUrl, productId, STATUS.retired);
+    await setProductStatus(baseUrl, productId, STATUS.retired);
     const renewal = await sessionCall(baseUrl, token, "renew");
     t.is(renewal.status, 403, JSON.stringify(renewal.body));
     t.is(renewal.body.type, "urn:provision:problem:product-unavailable");
     t.is((await activate(baseUrl, { activationCode: code, fingerprint: device() })).status, 403);
 
-    await setStatus(baseUrl, productId, STATUS.active);
+    await setProductStatus(baseUrl, productId, STATUS.active);
     t.is((await sessionCall(baseUrl, token, "renew")).status, 200, "back on sale");
   });
 
@@ -84,10 +75,10 @@ for (const name of ["MySQL", "SQLite"] as const) {
     t.is(template.status, 200);
     const fromTemplate = () =>
       rest(baseUrl, "POST", `${ENTITLEMENTS}/templates/from-template`, { entitlementTemplateId: template.body.id });
-    await setStatus(baseUrl, productId, STATUS.deprecated);
+    await setProductStatus(baseUrl, productId, STATUS.deprecated);
     t.is((await entitle(baseUrl, [productId])).status, 200);
     t.is((await fromTemplate()).status, 200);
-    await setStatus(baseUrl, productId, STATUS.draft);
+    await setProductStatus(baseUrl, productId, STATUS.draft);
     const refused = await entitle(baseUrl, [productId]);
     t.is(refused.status, 400);
     t.like(refused.body.errors?.[0], { field: "productIds[0]" });
@@ -105,7 +96,7 @@ for (const name of ["MySQL", "SQLite"] as const) {
     const both = await entitle(baseUrl, [kept.productId, retiring.productId]);
     t.is(both.status, 200);
     const issued = await rest(baseUrl, "POST", codesPath(both.body.id), { useEntitlementMaxActivations: true });
-    await setStatus(baseUrl, retiring.productId, STATUS.retired);
+    await setProductStatus(baseUrl, retiring.productId, STATUS.retired);
     const answer = await activate(baseUrl, { activationCode: issued.body.activationCode, fingerprint: device() });
     t.is(answer.status, 200, JSON.stringify(answer.body));
     t.deepEqual(answer.body.licensedProducts, [kept.productId]);

@@ -155,6 +155,15 @@ for (const kind of ["mysql", "embedded"] as const) {
         unrecorded.body.errors.map((error: { field: string }) => error.field),
         ["events[2].creationDateTime"],
       );
+      const alsoBad = await sendUsage(server.baseUrl, session, [
+        { ...dated(7), creationDateTime: batch[0].creationDateTime },
+        { transactionId: 8, eventName: "recent-only", eventData: "-1" },
+      ]);
+      t.deepEqual(
+        alsoBad.body.errors.map((error: { field: string }) => error.field),
+        ["events[1].eventData", "events[0].creationDateTime"],
+        "a batch refused for another item names the items too old as well",
+      );
       t.like(await usageOf(server, entitlement.entitlementId, "recent-only"), { consumption: 10 });
     },
   );

@@ -64,3 +64,13 @@ export function sessionIdOf(token: string): string {
 export function sessionCall(baseUrl: string, token: string, call: "renew" | "check-in" | "release", body = {}) {
   return rest(baseUrl, "POST", sessionPath(sessionIdOf(token), call), body, { authorization: `Bearer ${token}` });
 }
+
+/** Moves the product to `status` the one way there is: an import replacing it (UpdateProduct has no status). */
+export async function setProductStatus(baseUrl: string, productId: string, status: number) {
+  const { body: product } = await rest(baseUrl, "GET", `${PRODUCTS}/${productId}`);
+  const { productCode, productVersion, name } = product;
+  const imported = await rest(baseUrl, "POST", `${PRODUCTS}/import`, [{ productCode, productVersion, name, status }]);
+  if (imported.status !== 200) throw new Error(`import: ${JSON.stringify(imported.body)}`);
+  const after = await rest(baseUrl, "GET", `${PRODUCTS}/${productId}`);
+  if (after.body.status !== status) throw new Error(`status: ${JSON.stringify(after.body)}`);
+}

@@ -286,7 +286,7 @@ export function jsonFromText(field: DescField, text: string): JsonValue {
       const lower = text.toLowerCase();
       return lower === "true" || lower === "1" ? true : lower === "false" || lower === "0" ? false : text;
     }
-    // A number field's text is decoded as a JSON string is: decimal notation only (no hex, no blanks).
+    // A double's or float's text is decoded as a JSON string is: decimal notation only (no hex, no blanks).
     return text;
   }
   if (kind === "enum") return /^-?\d+$/.test(text) ? Number(text) : text;
