@@ -105,13 +105,9 @@ export class UserTokens {
       return invalidUserToken(`its \`${error.claim}\` is not accepted`);
     if (isTokenError(error)) return invalidUserToken("it is not signed by the issuer");
     if (error instanceof KeyNotFetchedYet) {
-      return new DomainError(
-        "unavailable",
+      return issuerUnavailable(
         "the user token's key is not among the issuer's keys fetched so far; retry",
-        {
-          slug: "user-token-issuer-unavailable",
-          headers: { "retry-after": String(JWKS_COOLDOWN_MS / 1000) },
-        },
+        JWKS_COOLDOWN_MS,
       );
     }
     if (!(error instanceof KeySetUnreachable)) {
@@ -120,11 +116,19 @@ export class UserTokens {
         "could not fetch the user-token issuer's keys",
       );
     }
-    return new DomainError("unavailable", "the user-token issuer's keys cannot be fetched; try again later", {
-      slug: "user-token-issuer-unavailable",
-      headers: { "retry-after": String(JWKS_RETRY_AFTER_S) },
-    });
+    return issuerUnavailable(
+      "the user-token issuer's keys cannot be fetched; try again later",
+      JWKS_RETRY_AFTER_S * 1000,
+    );
   }
+}
+
+/** 503 `user-token-issuer-unavailable`: no verdict on the token yet; retry after `retryAfterMs`. */
+function issuerUnavailable(message: string, retryAfterMs: number): DomainError {
+  return new DomainError("unavailable", message, {
+    slug: "user-token-issuer-unavailable",
+    headers: { "retry-after": String(retryAfterMs / 1000) },
+  });
 }
 
 /** The last fetch of the key set failed moments ago; not tried again yet. */

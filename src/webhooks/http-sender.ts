@@ -142,7 +142,7 @@ const ERROR_TEXTS: Record<string, string> = {
 
 /** A short, stable description of why an attempt got no response, for the attempt's `error`. */
 function errorText(error: NodeJS.ErrnoException, timeoutMs: number): string {
-  if (error instanceof TimeoutError) return `time-out after ${timeoutMs} ms`;
+  if (error instanceof TimeoutError) return timeoutText(timeoutMs);
   const code = error.code ?? "";
   if (ERROR_TEXTS[code]) return ERROR_TEXTS[code];
   if (code.startsWith("HPE_")) return `invalid http response (${code})`;
@@ -150,4 +150,9 @@ function errorText(error: NodeJS.ErrnoException, timeoutMs: number): string {
     return `tls: ${code}`;
   }
   return `${code ? `${code}: ` : ""}${error.message}`.slice(0, 500);
+}
+
+/** An attempt's `error` when its time limit ran out. */
+export function timeoutText(timeoutMs: number): string {
+  return `time-out after ${timeoutMs} ms`;
 }

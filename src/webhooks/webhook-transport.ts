@@ -1,6 +1,6 @@
 import { performance } from "node:perf_hooks";
 import type { AttemptResult } from "./delivery-outcome.js";
-import { sendWebhook, type WebhookAgents } from "./http-sender.js";
+import { sendWebhook, timeoutText, type WebhookAgents } from "./http-sender.js";
 import { type HostLookup, resolveTarget } from "./safe-resolve.js";
 import { checkWebhookUrl, isRefusal, type TrustedTargets } from "./target-policy.js";
 
@@ -31,7 +31,7 @@ export async function postToTarget(
   const resolved = await resolveTarget(target, settings.trustedTargets, settings.lookup, settings.timeoutMs);
   const spentMs = performance.now() - started;
   if (isRefusal(resolved)) return { error: resolved.refusal, durationMs: spentMs };
-  if (spentMs >= settings.timeoutMs) return { error: `time-out after ${settings.timeoutMs} ms`, durationMs: spentMs };
+  if (spentMs >= settings.timeoutMs) return { error: timeoutText(settings.timeoutMs), durationMs: spentMs };
   const answer = await sendWebhook(
     { target, address: resolved.address, headers, body, timeoutMs: settings.timeoutMs, spentMs },
     settings.agents,

@@ -55,6 +55,11 @@ function each(title: string, body: (t: ExecutionContext<Context>, mode: Mode) =>
 const iso = (ms: number) => new Date(ms).toISOString();
 const SEATS = { claimBasedActivation: { numberOfSeats: 0, isFloatingLicense: true } };
 
+/** SEATS with a trial of `trialPeriod` counted from the entitlement's first activation. */
+function trialFromFirstActivation(trialPeriod: string, more: Record<string, unknown> = {}) {
+  return { ...SEATS, trialActivationPolicy: { trialPeriod, trialPeriodStartsAfterFirstActivation: true, ...more } };
+}
+
 function refused(t: ExecutionContext<Context>, answer: { status: number; body: any }, status: number, slug: string) {
   t.is(answer.status, status, JSON.stringify(answer.body));
   t.is(answer.body.type, `urn:provision:problem:${slug}`);
@@ -123,10 +128,7 @@ each("a time window refuses activation before and after it", async (t, mode) => 
 
 each("a trial counted from the first activation ends trialPeriod after it", async (t, mode) => {
   const { server, clock } = t.context.servers[mode];
-  const policy = {
-    ...SEATS,
-    trialActivationPolicy: { trialPeriod: "01:00:00", trialPeriodStartsAfterFirstActivation: true },
-  };
+  const policy = trialFromFirstActivation("01:00:00");
   const { entitlementId, code } = await entitlementWithCode(server.baseUrl, policy, undefined, { isTrial: true });
   clock.advance(5 * HOUR);
   const first = await activate(server.baseUrl, { activationCode: code, fingerprint: "a" });
@@ -142,14 +144,8 @@ each("a trial counted from the first activation ends trialPeriod after it", asyn
 each("a trial's notValidAfterTimestamp moved later once the trial started still moves its end", async (t, mode) => {
   const { server, clock } = t.context.servers[mode];
   const at = (ms: number) => new Date(clock.now().getTime() + ms).toISOString();
-  const trialPolicy = (notValidAfterTimestamp: string) => ({
-    ...SEATS,
-    trialActivationPolicy: {
-      trialPeriod: "10:00:00",
-      trialPeriodStartsAfterFirstActivation: true,
-      notValidAfterTimestamp,
-    },
-  });
+  const trialPolicy = (notValidAfterTimestamp: string) =>
+    trialFromFirstActivation("10:00:00", { notValidAfterTimestamp });
   const { entitlementId, code } = await entitlementWithCode(server.baseUrl, trialPolicy(at(2 * HOUR)), undefined, {
     isTrial: true,
   });
@@ -172,10 +168,7 @@ each(
   "a trial code's trial counted from the first activation counts from another code's earlier one",
   async (t, mode) => {
     const { server, clock } = t.context.servers[mode];
-    const policy = {
-      ...SEATS,
-      trialActivationPolicy: { trialPeriod: "10:00:00", trialPeriodStartsAfterFirstActivation: true },
-    };
+    const policy = trialFromFirstActivation("10:00:00");
     const { entitlementId, code } = await entitlementWithCode(server.baseUrl, policy);
     const firstAt = clock.now().getTime();
     t.is((await activate(server.baseUrl, { activationCode: code, fingerprint: "paid" })).status, 200);
@@ -355,10 +348,7 @@ each(
   "a trial code makes a trial license on a paid entitlement: trial claim, lease ending with the trial",
   async (t, mode) => {
     const { server, clock } = t.context.servers[mode];
-    const policy = {
-      ...SEATS,
-      trialActivationPolicy: { trialPeriod: "01:00:00", trialPeriodStartsAfterFirstActivation: true },
-    };
+    const policy = trialFromFirstActivation("01:00:00");
     const { entitlementId } = await entitlementWithCode(server.baseUrl, policy);
     const trialCode = await rest(server.baseUrl, "POST", codesPath(entitlementId), {
       isTrialActivation: true,
