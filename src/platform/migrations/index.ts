@@ -16,6 +16,7 @@ import { CodeDeviceCounts1764950400000 } from "./0015-code-device-counts.js";
 import { UsageTransactionIndex1765036800000 } from "./0016-usage-transaction-index.js";
 import { CacheInvalidations1765123200000 } from "./0017-cache-invalidations.js";
 import { UsageRecheckPeriod1765209600000 } from "./0018-usage-recheck-period.js";
+import { PreAuthorizedDeviceLimits1765296000000 } from "./0019-pre-authorized-device-limits.js";
 
 /** Every migration, oldest first. Never edit one that has shipped: add the next. */
 export const migrations = [
@@ -37,4 +38,5 @@ export const migrations = [
   UsageTransactionIndex1765036800000,
   CacheInvalidations1765123200000,
   UsageRecheckPeriod1765209600000,
+  PreAuthorizedDeviceLimits1765296000000,
 ];
