@@ -246,6 +246,7 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
     checkReadiness: async () => {
       await withTimeout(pingDatabase(dataSource), "database", logger);
       await withTimeout(readyCoordinator.ping(), "coordinator", logger);
+      await keys.checkSigning();
     },
   });
   const scheduler = createScheduler({

@@ -31,6 +31,13 @@ const UNKNOWN_KID_RELOAD_MS = 5_000;
 /** The database lock under which keys are added and published. */
 const KEYS_LOCK = "provision-signing-keys";
 
+/** This instance's key-encryption key does not open the key it should sign with (sealed with another one). */
+export class SigningKeyUnavailable extends Error {
+  constructor(reason: Error) {
+    super(`this instance cannot sign: ${reason.message}`);
+  }
+}
+
 interface LoadedKey {
   row: SigningKeyRow;
   publicKey: CryptoKey;
@@ -77,6 +84,8 @@ export class KeyStore {
   private loadedAt = 0;
   private reloading: Promise<void> | undefined;
   private readonly privateKeys = new Map<string, CryptoKey>();
+  /** Why the newest key cannot be opened here, if it cannot. */
+  private unopenable: Error | undefined;
 
   constructor(
     private readonly repository: IdentityRepository,
@@ -88,12 +97,14 @@ export class KeyStore {
   /** Loads the keys (publishing any new one), making the first one if there is none yet. */
   async initialize(): Promise<void> {
     await this.reloadNow();
-    if (this.keys.length > 0) return;
-    await this.repository.withLock(KEYS_LOCK, async () => {
-      if ((await this.repository.listSigningKeys()).length === 0)
-        await insertKey(this.repository, this.keyEncryptionKey);
-    });
-    await this.reloadNow();
+    if (this.keys.length === 0) {
+      await this.repository.withLock(KEYS_LOCK, async () => {
+        if ((await this.repository.listSigningKeys()).length === 0)
+          await insertKey(this.repository, this.keyEncryptionKey);
+      });
+      await this.reloadNow();
+    }
+    if (this.unopenable) throw this.unopenable;
   }
 
   /** Makes and publishes a new key that takes over signing after PUBLISH_BEFORE_SIGNING_MS; answers its id. */
@@ -108,11 +119,26 @@ export class KeyStore {
     const row = this.signingRow();
     let privateKey = this.privateKeys.get(row.kid);
     if (!privateKey) {
-      const privateJwk = JSON.parse(unsealPrivateKey(row.privateJwk, this.keyEncryptionKey)) as JWK;
-      privateKey = (await importJWK(privateJwk, row.algorithm)) as CryptoKey;
+      privateKey = await this.openPrivateKey(row);
       this.privateKeys.set(row.kid, privateKey);
     }
     return { kid: row.kid, privateKey };
+  }
+
+  /** Throws when this instance cannot open the newest key, which signs once it has been published long enough. */
+  async checkSigning(): Promise<void> {
+    if (this.clock.now().getTime() - this.loadedAt > KEY_REFRESH_MS) await this.reload();
+    if (this.unopenable) throw new SigningKeyUnavailable(this.unopenable);
+  }
+
+  private async openPrivateKey(row: SigningKeyRow): Promise<CryptoKey> {
+    let privateJwk: JWK;
+    try {
+      privateJwk = JSON.parse(unsealPrivateKey(row.privateJwk, this.keyEncryptionKey)) as JWK;
+    } catch (error) {
+      throw new SigningKeyUnavailable(error as Error);
+    }
+    return (await importJWK(privateJwk, row.algorithm)) as CryptoKey;
   }
 
   /** The public key for `kid`, if that key may still verify tokens. */
@@ -181,9 +207,19 @@ export class KeyStore {
         return { row, publicJwk, publicKey: (await importJWK(publicJwk, row.algorithm)) as CryptoKey };
       }),
     );
-    // Fails at once (at start-up) when the configured key-encryption key does not open the newest key.
+    // Public keys still load when the newest private key cannot be opened here (sealed with another
+    // key-encryption key): verification and the JWKS go on; start-up, signing and readiness fail naming why.
     const [newest] = rows;
-    if (newest) unsealPrivateKey(newest.privateJwk, this.keyEncryptionKey);
+    this.unopenable = newest ? unsealingError(newest, this.keyEncryptionKey) : undefined;
     this.loadedAt = this.clock.now().getTime();
+  }
+}
+
+function unsealingError(row: SigningKeyRow, keyEncryptionKey: Buffer | undefined): Error | undefined {
+  try {
+    unsealPrivateKey(row.privateJwk, keyEncryptionKey);
+    return undefined;
+  } catch (error) {
+    return error as Error;
   }
 }

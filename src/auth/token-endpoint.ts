@@ -11,6 +11,7 @@ import { contentEncodingOf } from "../server/rest/rest-input.js";
 import { discardUnreadBody } from "../server/unread-body.js";
 import type { AccessTokens } from "./access-tokens.js";
 import type { IdentityRepository } from "./identity-repository.js";
+import { SigningKeyUnavailable } from "./key-store.js";
 import { anyCovers, isValidScope, parseScopeList } from "./scopes.js";
 import { DECOY_HASH, verifySecret } from "./secrets.js";
 
@@ -119,6 +120,11 @@ export function createTokenEndpoint(options: TokenEndpointOptions) {
           detail: `too many token requests; retry in ${seconds} s`,
           instance: TOKEN_PATH,
         });
+        return;
+      }
+      if (error instanceof SigningKeyUnavailable) {
+        options.logger.error({ err: { message: error.message } }, "access token refused: no signing key to sign with");
+        writeProblem(response, { status: 503, slug: "unavailable", detail: error.message, instance: TOKEN_PATH });
         return;
       }
       if (!(error instanceof TokenError)) throw error;

@@ -163,6 +163,40 @@ test("an instance given another key-encryption key than the stored keys were sea
   t.is(await productsStatus(again, await readerToken(again)), 200);
 });
 
+test("an instance that cannot open a key sealed elsewhere stops signing visibly and still verifies", async (t) => {
+  const database = await sharedDatabase(t);
+  const clock = manualClock();
+  const unsealing = await start(t, { databaseUrl: database.url, clock });
+  const sealing = await start(t, {
+    databaseUrl: database.url,
+    clock,
+    env: { PROVISION_KEY_ENCRYPTION_KEY: randomBytes(32).toString("base64") },
+  });
+  const reader = await createClient(sealing.baseUrl, ["catalog:read"]);
+  const newKid = await sealing.app.keys.rotate();
+  clock.advance(PUBLISH_BEFORE_SIGNING_MS);
+  const sealedToken = await readerToken(sealing, reader);
+  t.is(kidOf(sealedToken), newKid);
+
+  t.is(await productsStatus(unsealing, sealedToken), 200, "tokens signed elsewhere are still accepted");
+  t.true((await kids(unsealing)).includes(newKid), "its JWKS names the new key");
+  const refused = await fetch(`${unsealing.baseUrl}/auth/connect/token`, {
+    method: "POST",
+    headers: {
+      authorization: `Basic ${Buffer.from(`${reader.clientId}:${reader.clientSecret}`).toString("base64")}`,
+      "content-type": "application/x-www-form-urlencoded",
+    },
+    body: "grant_type=client_credentials",
+  });
+  t.is(refused.status, 503);
+  t.regex(((await refused.json()) as { detail: string }).detail, /PROVISION_KEY_ENCRYPTION_KEY/);
+  const ready = await fetch(`${unsealing.baseUrl}/readyz`);
+  t.is(ready.status, 503, "taken out of a load balancer routing on /readyz");
+  t.regex(((await ready.json()) as { detail: string }).detail, /PROVISION_KEY_ENCRYPTION_KEY/);
+  t.is((await fetch(`${sealing.baseUrl}/readyz`)).status, 200);
+  t.true(unsealing.logs.some((line) => line.includes("no signing key to sign with")));
+});
+
 /** What a verifier elsewhere does with a token at `now`: check it against its JWKS copy, as jose's helpers do. */
 async function verifiesAgainst(keySet: JSONWebKeySet, token: string, now: Date): Promise<boolean> {
   try {
