@@ -6,8 +6,8 @@ import { createTestDatabase } from "../support/test-server.js";
 
 const run = promisify(execFile);
 
-async function migrateCommand(databaseUrl: string) {
-  return run("node_modules/.bin/tsx", ["src/cli/migrate.ts"], {
+async function migrateCommand(databaseUrl: string, args: string[] = []) {
+  return run("node_modules/.bin/tsx", ["src/cli/migrate.ts", ...args], {
     env: { ...process.env, DATABASE_URL: databaseUrl },
   });
 }
@@ -32,4 +32,18 @@ test("npm run migrate names the variable when DATABASE_URL is bad", async (t) =>
   const error = await t.throwsAsync<Error & { code: number; stderr: string }>(migrateCommand("postgres://nope/db"));
   t.is(error?.code, 2);
   t.regex(error?.stderr ?? "", /DATABASE_URL/);
+});
+
+test("npm run migrate refuses arguments it does not take, before touching the database", async (t) => {
+  const database = await createTestDatabase();
+  t.teardown(() => database.drop());
+  const error = await t.throwsAsync<Error & { code: number; stderr: string }>(
+    migrateCommand(database.url, ["--bogus"]),
+  );
+  t.is(error?.code, 2);
+  t.regex(error?.stderr ?? "", /--bogus/);
+  const connection = await mysql.createConnection({ uri: database.url });
+  t.teardown(() => connection.end());
+  const [tables] = await connection.query("SHOW TABLES");
+  t.deepEqual(tables, [], "nothing applied");
 });
