@@ -100,7 +100,7 @@ const COMMANDS: Record<string, Command> = {
     async run({ identity, options }) {
       const { rows } =
         options.provider !== undefined
-          ? await identity.listClients(options.provider, 0, 10_000)
+          ? await identity.listClients(await existingProvider(identity, options.provider), 0, 10_000)
           : await identity.listAllClients(0, 10_000);
       return rows.map(clientJson);
     },
@@ -195,15 +195,17 @@ function clientJson(row: ClientRow) {
 }
 
 async function providerFor(identity: IdentityRepository, providerId: string | undefined): Promise<string> {
-  if (providerId) {
-    if (!isUuid(providerId) || !(await identity.findProvider(providerId.toLowerCase()))) {
-      throw new UsageError(`no provider ${providerId}`);
-    }
-    return providerId.toLowerCase();
-  }
+  if (providerId) return existingProvider(identity, providerId);
   const providers = await identity.listProviders();
   if (providers.length !== 1) throw new UsageError("there are several providers: name one with --provider ID");
   return providers[0].id;
+}
+
+async function existingProvider(identity: IdentityRepository, providerId: string): Promise<string> {
+  if (!isUuid(providerId) || !(await identity.findProvider(providerId.toLowerCase()))) {
+    throw new UsageError(`no provider ${providerId}`);
+  }
+  return providerId.toLowerCase();
 }
 
 /** The client of exactly this id (a database comparing ids loosely must not turn `id ` into `id`). */

@@ -69,6 +69,12 @@ test.serial(
     );
     t.false(JSON.stringify(listed).includes(client.clientSecret), "the secret is shown only at creation");
     t.truthy(listed[0].lastUsedAt);
+
+    for (const unknown of ["bogus", "0b5e55ed-0000-4000-8000-000000000000"]) {
+      const refused = await cliFailure(databaseUrl, "clients", "list", "--provider", unknown);
+      t.is(refused.code, 2, unknown);
+      t.regex(refused.stderr, new RegExp(`no provider ${unknown}`));
+    }
   },
 );
 
