@@ -664,8 +664,8 @@ export const BalanceUsageSchema: GenMessage<BalanceUsage> = /*@__PURE__*/
   messageDesc(file_provision_v1_catalog, 8);
 
 /**
- * A threshold of a credit balance: reaching `endUsage` credits used puts the
- * balance at `quotaUsageLevel`.
+ * A threshold of a credit balance: once the credits used reach `endUsage`
+ * percent of the balance's credits, the balance is at `quotaUsageLevel`.
  *
  * @generated from message provision.v1.UsageQuota
  */
