@@ -68,6 +68,7 @@ import {
 import type { LicensingDependencies } from "./licensing-dependencies.js";
 import { statusAllows } from "./product-lifecycle.js";
 import { recountSeatsForKind, seatKindOf } from "./seat-kind-changes.js";
+import { markSubscriptionResumed } from "./subscription-renewals.js";
 
 export async function createEntitlement(
   deps: LicensingDependencies,
@@ -363,6 +364,7 @@ async function changeEntitlement(
       const now = deps.clock.now();
       const before = { ...row };
       await change(row, manager, now);
+      await markSubscriptionResumed(manager, before, row, now);
       const kinds = { before: seatKindOf(before), after: seatKindOf(row) };
       await recountSeatsForKind(manager, deps.store, { entitlementId: id, ...kinds, now });
       row.updatedAt = now;

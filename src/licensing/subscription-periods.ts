@@ -90,7 +90,8 @@ export function effectiveSubscription(policy: SubscriptionPolicy, now: Date): Ef
 /** Adds `times` periods to `date`. */
 /**
  * The renewal instants that have passed by `now` and fall after `since`, oldest first, at most `limit` (the
- * latest ones); each with the periods left after it (-1 = unlimited). Only renewals, not the end.
+ * earliest ones: a caller announcing them goes on from the last); each with the periods left after it (-1 =
+ * unlimited). Only renewals, not the end.
  */
 export function renewalsBetween(
   policy: SubscriptionPolicy,
@@ -105,11 +106,10 @@ export function renewalsBetween(
   const left = policy.subscriptionPeriodsLeft < 0 ? -1 : policy.subscriptionPeriodsLeft;
   const consumed = left < 0 ? renewalsPassed(first, step, now) : left - effective.periodsLeft;
   const renewals: { at: Date; periodsLeft: number }[] = [];
-  for (let index = consumed - 1; index >= 0 && renewals.length < limit; index--) {
+  for (let index = renewalsPassed(first, step, since); index < consumed && renewals.length < limit; index++) {
     const at = renewalAt(first, step, index);
-    if (at === null || at <= since) break;
-    if (effective.endsAt && at >= effective.endsAt) continue;
-    renewals.unshift({ at, periodsLeft: left < 0 ? -1 : left - index - 1 });
+    if (at === null || (effective.endsAt && at >= effective.endsAt)) break;
+    renewals.push({ at, periodsLeft: left < 0 ? -1 : left - index - 1 });
   }
   return renewals;
 }

@@ -17,8 +17,13 @@ import { effectiveSubscription, renewalsBetween } from "./subscription-periods.j
 
 /** How far back a renewal is still announced (a scheduler that was down catches up this far). */
 const CATCH_UP_MS = 30 * 86_400_000;
-/** Renewals announced per entitlement and round, the latest ones. */
+/** Renewals announced per entitlement and transaction, the earliest not yet announced. */
 const MAX_RENEWALS = 50;
+/**
+ * Marks the instant an inactive subscription was set active again: renewals that fell while it was inactive
+ * are not announced (nothing renewed then).
+ */
+const RESUMED = "subscription-resumed";
 
 export interface RenewalDependencies {
   dataSource: DataSource;
@@ -52,8 +57,8 @@ export function subscriptionRenewalsJob(deps: RenewalDependencies): ScheduledJob
       await scanInPages(
         page,
         async (rows) => {
-          const announced = await lastRenewals(dataSource, rows);
-          for (const row of rows) await renew(deps, row, now, announced.get(row.id));
+          const announced = await announcedUpTo(dataSource, rows);
+          for (const row of rows) await renewAll(deps, row, now, announced.get(row.id));
         },
         deps.pageSize,
       );
@@ -61,51 +66,106 @@ export function subscriptionRenewalsJob(deps: RenewalDependencies): ScheduledJob
   };
 }
 
-/** The latest renewal announced of each of these entitlements: earlier ones need no second look. */
-async function lastRenewals(dataSource: DataSource, of: EntitlementRow[]): Promise<Map<string, Date>> {
-  const column = dataSource.getMetadata(EntitlementEntity).columns.find((c) => c.propertyName === "updatedAt");
+/**
+ * Per entitlement, the instant up to which renewals need no look: the latest renewal announced, or when later,
+ * the latest resumption of its subscription.
+ */
+async function announcedUpTo(dataSource: DataSource, of: EntitlementRow[]): Promise<Map<string, Date>> {
   const rows = (await readSerially(dataSource, () =>
     dataSource.query(
-      `SELECT entitlement_id, MAX(due_at) AS last FROM entitlement_notices WHERE kind = 'renewed' AND entitlement_id IN (${placeholders(of.length)}) GROUP BY entitlement_id`,
-      of.map((row) => row.id),
+      `SELECT entitlement_id, MAX(due_at) AS last FROM entitlement_notices WHERE kind IN ('renewed', ?) AND entitlement_id IN (${placeholders(of.length)}) GROUP BY entitlement_id`,
+      [RESUMED, ...of.map((row) => row.id)],
     ),
   )) as { entitlement_id: string; last: unknown }[];
-  return new Map(
-    rows.map((row) => [row.entitlement_id, dataSource.driver.prepareHydratedValue(row.last, column as never) as Date]),
-  );
+  return new Map(rows.map((row) => [row.entitlement_id, hydrated(dataSource, row.last)]));
 }
 
+/** Announces the renewals due, MAX_RENEWALS a transaction, the earliest first. */
+async function renewAll(deps: RenewalDependencies, candidate: EntitlementRow, now: Date, announced: Date | undefined) {
+  let since = announced;
+  for (;;) {
+    const more = await renew(deps, candidate, now, since);
+    if (more === null) return;
+    since = more;
+  }
+}
+
+/** One transaction's renewals; answers the last announced when more may be due, else null. */
 async function renew(
   deps: RenewalDependencies,
   candidate: EntitlementRow,
   now: Date,
   announced: Date | undefined,
-): Promise<void> {
-  if (!dueWork(candidate, now, announced)) return;
+): Promise<Date | null> {
+  if (!dueWork(candidate, now, announced)) return null;
   const entitlements = new SqlTable(deps.dataSource, EntitlementEntity);
   const locking = forUpdate(dialectOf(deps.dataSource));
   const events = deps.events.writes();
-  const changed = await inTransaction(deps.dataSource, async (manager) => {
+  const outcome = await inTransaction(deps.dataSource, async (manager) => {
     // Locked and read again: a vendor's change of the policy meanwhile is kept.
     const [row] = await entitlements.select(manager, `id = ?${locking}`, [candidate.id]);
-    const work = row && dueWork(row, now, announced);
-    if (!work) return false;
+    const work = row && dueWork(row, now, await resumedAfter(manager, row.id, announced));
+    if (!work) return { changed: false, more: null };
+    let renewed = false;
     for (const renewal of work.renewals) {
       if (!(await mark(manager, row.id, "renewed", renewal.at, now))) continue;
       const next = renewalsAfter(work.subscription, renewal.at);
       await events.append(manager, [renewedEvent(row, renewal, next, now)]);
+      renewed = true;
     }
-    if (!work.endsAt || !(await mark(manager, row.id, "subscription-ended", work.endsAt, now))) return false;
-    work.subscription.isSubscriptionActive = false;
-    await manager.query(
-      "UPDATE entitlements SET activation_policy = ?, revision = revision + 1, updated_at = ? WHERE id = ?",
-      [policyText(work.policy), date(deps.dataSource, now), row.id],
-    );
-    await events.append(manager, [cancelledEvent(row, now)]);
-    return true;
+    const more = work.renewals.length === MAX_RENEWALS ? (work.renewals.at(-1)?.at ?? null) : null;
+    const ended = work.endsAt !== null && (await mark(manager, row.id, "subscription-ended", work.endsAt, now));
+    if (ended) work.subscription.isSubscriptionActive = false;
+    if (renewed || ended) await recordChange(manager, row.id, ended ? policyText(work.policy) : null, now);
+    if (ended) await events.append(manager, [cancelledEvent(row, now)]);
+    return { changed: renewed || ended, more };
   });
   events.committed();
-  if (changed) await deps.entitlementChanged(candidate.id);
+  if (outcome.changed) await deps.entitlementChanged(candidate.id);
+  return outcome.more;
+}
+
+/** `announced`, or the subscription's resumption when it was set active again since (read under the row's lock). */
+async function resumedAfter(manager: EntityManager, entitlementId: string, announced: Date | undefined) {
+  const [latest] = (await manager.query(
+    "SELECT due_at FROM entitlement_notices WHERE entitlement_id = ? AND kind = ? ORDER BY due_at DESC LIMIT 1",
+    [entitlementId, RESUMED],
+  )) as { due_at: unknown }[];
+  if (!latest) return announced;
+  const resumed = hydrated(manager.connection, latest.due_at);
+  return announced && announced > resumed ? announced : resumed;
+}
+
+/** A renewal is a change of the entitlement (its updatedAt); its end sets the policy inactive too. */
+async function recordChange(manager: EntityManager, entitlementId: string, policy: string | null, now: Date) {
+  const at = date(manager.connection, now);
+  if (policy === null) {
+    await manager.query("UPDATE entitlements SET updated_at = ? WHERE id = ? AND updated_at < ?", [
+      at,
+      entitlementId,
+      at,
+    ]);
+    return;
+  }
+  await manager.query(
+    "UPDATE entitlements SET activation_policy = ?, revision = revision + 1, updated_at = ? WHERE id = ?",
+    [policy, at, entitlementId],
+  );
+}
+
+/**
+ * Records, in the transaction that sets an inactive subscription active again, that renewals before `now`
+ * are not to be announced.
+ */
+export async function markSubscriptionResumed(
+  manager: EntityManager,
+  before: EntitlementRow,
+  after: EntitlementRow,
+  now: Date,
+): Promise<void> {
+  const [old, current] = [policyOf(before)?.subscriptionPolicy, policyOf(after)?.subscriptionPolicy];
+  if (old && !old.isSubscriptionActive && current?.isSubscriptionActive)
+    await mark(manager, after.id, RESUMED, now, now);
 }
 
 /** The renewals passed and, when the subscription has just ended, its end; null when there is nothing to do. */
@@ -168,8 +228,15 @@ function cancelledEvent(row: EntitlementRow, now: Date): EventDraft {
 }
 
 function date(dataSource: DataSource, value: Date): unknown {
-  const column = dataSource.getMetadata(EntitlementEntity).columns.find((c) => c.propertyName === "updatedAt");
-  return dataSource.driver.preparePersistentValue(value, column as never);
+  return dataSource.driver.preparePersistentValue(value, updatedAtColumn(dataSource) as never);
+}
+
+function hydrated(dataSource: DataSource, value: unknown): Date {
+  return dataSource.driver.prepareHydratedValue(value, updatedAtColumn(dataSource) as never) as Date;
+}
+
+function updatedAtColumn(dataSource: DataSource) {
+  return dataSource.getMetadata(EntitlementEntity).columns.find((c) => c.propertyName === "updatedAt");
 }
 
 function bool(dataSource: DataSource, value: boolean): unknown {

@@ -291,6 +291,92 @@ each("an inactive subscription announces no renewals", async (t, mode) => {
   }
 });
 
+const subscriptionActive = (server: TestServer, id: string, isSubscriptionActive: boolean) =>
+  rest(
+    server.baseUrl,
+    "PUT",
+    `/api/v1/provision/operational/entitlement/entitlements/${id}/policies/subscription/active`,
+    { isSubscriptionActive },
+  );
+
+each(
+  "renewals that fell while the subscription was inactive are not announced when it is active again",
+  async (t, mode) => {
+    const { server, clock } = t.context.servers[mode];
+    const { receiver } = await subscribe(server, ["Entitlement.Renewed"]);
+    try {
+      const first = clock.now().getTime() + DAY;
+      const id = await entitlement(server, {
+        activationPolicy: {
+          subscriptionPolicy: {
+            isSubscriptionActive: true,
+            nextRenewalTimeStamp: new Date(first).toISOString(),
+            renewPeriod: "day",
+            subscriptionPeriodsLeft: -1,
+          },
+        },
+      });
+      const renewedAt = () =>
+        receiver.received
+          .filter((received) => received.envelope.entityid === id)
+          .map((received) => Date.parse(String(received.envelope.data.renewedAt)) - first);
+      await advance(server, clock, DAY + 1000);
+      await server.app.scheduler.tick();
+      await receiver.waitFor((received) => received.envelope.entityid === id);
+      const read = await rest(server.baseUrl, "GET", `${ENTITLEMENTS}/${id}`);
+      t.is(Date.parse(read.body.updatedAt), clock.now().getTime(), "a renewal is a change of the entitlement");
+
+      t.is((await subscriptionActive(server, id, false)).status, 200);
+      await advance(server, clock, 3 * DAY);
+      await server.app.scheduler.tick();
+      t.is((await subscriptionActive(server, id, true)).status, 200);
+      await server.app.scheduler.tick();
+      await settle();
+      t.deepEqual(renewedAt(), [0], "nothing renewed while it was inactive");
+      await advance(server, clock, DAY);
+      await server.app.scheduler.tick();
+      await receiver.waitFor((received) => received.envelope.entityid === id && renewedAt().length === 2);
+      t.deepEqual(renewedAt(), [0, 4 * DAY]);
+    } finally {
+      await receiver.close();
+    }
+  },
+);
+
+each("after the scheduler was down, every renewal within the catch-up window is announced once", async (t, mode) => {
+  const { server, clock } = t.context.servers[mode];
+  const { receiver } = await subscribe(server, ["Entitlement.Renewed"]);
+  try {
+    const first = clock.now().getTime() + 60_000;
+    const id = await entitlement(server, {
+      activationPolicy: {
+        subscriptionPolicy: {
+          isSubscriptionActive: true,
+          nextRenewalTimeStamp: new Date(first).toISOString(),
+          renewPeriod: "PT1H",
+          subscriptionPeriodsLeft: -1,
+        },
+      },
+    });
+    await advance(server, clock, 3 * DAY);
+    await server.app.scheduler.tick();
+    const mine = () => receiver.received.filter((received) => received.envelope.entityid === id);
+    await receiver.waitFor(() => mine().length >= 72);
+    await server.app.scheduler.tick();
+    await settle();
+    const hours = mine()
+      .map((received) => (Date.parse(String(received.envelope.data.renewedAt)) - first) / 3_600_000)
+      .sort((a, b) => a - b);
+    t.deepEqual(
+      hours,
+      Array.from({ length: 72 }, (_, hour) => hour),
+      "every hour once, the earliest included",
+    );
+  } finally {
+    await receiver.close();
+  }
+});
+
 each("an attempt recorded after its claim was taken over has one audit row, its own", async (t, mode) => {
   const { server, clock } = t.context.servers[mode];
   const { receiver, id } = await subscribe(server, ["Entitlement.PlanApplied"]);
