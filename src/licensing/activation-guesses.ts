@@ -50,7 +50,8 @@ export class ActivationGuesses {
     } catch (error) {
       if (!(error instanceof RateLimited)) throw error;
       const seconds = retryAfterSeconds(error);
-      throw new DomainError("rate-limited", `too many activations with a wrong code; retry in ${seconds} s`, {
+      const detail = `too many activations from this address with a wrong code or still under way; retry in ${seconds} s`;
+      throw new DomainError("rate-limited", detail, {
         slug: "rate-limited",
         headers: { "retry-after": String(seconds) },
       });
