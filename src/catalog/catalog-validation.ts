@@ -54,9 +54,15 @@ export function checkProductFields(
     .maxLength(`${prefix}productVersion`, fields.productVersion, LIMITS.version)
     .maxLength(`${prefix}name`, fields.name, LIMITS.name)
     .maxLength(`${prefix}externalId`, fields.externalId, LIMITS.externalId);
-  const seconds = fields.expirationDate?.seconds;
-  if (seconds !== undefined && (seconds < EARLIEST_DATE_SECONDS || seconds > LATEST_DATE_SECONDS)) {
-    violations.add(`${prefix}expirationDate`, "must be between the years 1000 and 9999");
+  checkStoredDate(violations, `${prefix}expirationDate`, fields.expirationDate);
+}
+
+/** A date stored in a datetime column: a valid timestamp between the years 1000 and 9999. */
+export function checkStoredDate(violations: Violations, field: string, timestamp: Timestamp | undefined): void {
+  if (!timestamp) return;
+  const { seconds, nanos } = timestamp;
+  if (seconds < EARLIEST_DATE_SECONDS || seconds > LATEST_DATE_SECONDS || nanos < 0 || nanos > 999_999_999) {
+    violations.add(field, "must be a valid date-time between the years 1000 and 9999");
   }
 }
 

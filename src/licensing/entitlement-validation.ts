@@ -8,7 +8,7 @@ import {
   RequiredAuthenticationLevelSchema,
   type UpdateEntitlementRequest,
 } from "../../gen/provision/v1/entitlement_pb.js";
-import { checkDuration, checkTimestamp } from "../catalog/catalog-validation.js";
+import { checkDuration, checkStoredDate, checkTimestamp } from "../catalog/catalog-validation.js";
 import { DomainError } from "../platform/errors.js";
 import { isUuid, type Violations } from "../platform/validation.js";
 import { isEmailAddress } from "./activation-code-validation.js";
@@ -37,8 +37,6 @@ export const ENTITLEMENT_LIMITS = {
 } as const;
 
 /** The instants a datetime column holds on every database: years 1000 to 9999. */
-const EARLIEST_DATE_SECONDS = BigInt(Date.UTC(1000, 0, 1) / 1000);
-const LATEST_DATE_SECONDS = BigInt(Date.UTC(10000, 0, 1) / 1000) - 1n;
 
 /** The text fields shared by the create parameters and the update request. */
 interface EntitlementText {
@@ -193,15 +191,6 @@ function checkFeatureUpdate(violations: Violations, prefix: string, feature: Ent
     .maxLength(`${prefix}featureCode`, feature.featureCode, 128)
     .maxLength(`${prefix}value`, feature.value, ENTITLEMENT_LIMITS.text);
   checkStoredDate(violations, `${prefix}featureExpiration`, feature.featureExpiration);
-}
-
-/** A date stored in a datetime column: a valid timestamp between the years 1000 and 9999. */
-function checkStoredDate(violations: Violations, field: string, timestamp: Timestamp | undefined): void {
-  if (!timestamp) return;
-  const { seconds, nanos } = timestamp;
-  if (seconds < EARLIEST_DATE_SECONDS || seconds > LATEST_DATE_SECONDS || nanos < 0 || nanos > 999_999_999) {
-    violations.add(field, "must be a valid date-time between the years 1000 and 9999");
-  }
 }
 
 type WindowStart = "notValidBeforeTimestamp" | "cannotActivateBeforeTimestamp";

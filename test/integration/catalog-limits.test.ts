@@ -12,6 +12,7 @@ import {
   MonitoredAssetSchema,
   ProductSchema,
   UpdateMonitoredResourceRequestSchema,
+  UpdateProductRequestSchema,
 } from "../../gen/provision/v1/catalog_pb.js";
 import { authorizationMetadata } from "../support/credentials.js";
 import { grpcClient } from "../support/grpc-client.js";
@@ -231,6 +232,18 @@ test("gRPC: an invalid Duration or Timestamp answers INVALID_ARGUMENT naming the
   );
   t.is(balance?.code, grpc.status.INVALID_ARGUMENT);
   t.regex(balance?.details ?? "", /balanceUsage\.lastDeposit/);
+
+  // nanos outside 0–999,999,999 would carry a date past 9999 (which MySQL refuses) or before 1000.
+  for (const expirationDate of [
+    create(TimestampSchema, { seconds: 253_402_300_799n, nanos: 2_147_483_647 }),
+    create(TimestampSchema, { seconds: 1_893_456_000n, nanos: -1 }),
+  ]) {
+    const expiring = await t.throwsAsync<grpc.ServiceError>(
+      client.call("updateProduct", create(UpdateProductRequestSchema, { productId: id, expirationDate }), metadata),
+    );
+    t.is(expiring?.code, grpc.status.INVALID_ARGUMENT, String(expirationDate.nanos));
+    t.regex(expiring?.details ?? "", /expirationDate/);
+  }
 });
 
 test("gRPC: a request over a field's cap answers INVALID_ARGUMENT naming the field and the cap", async (t) => {
