@@ -46,6 +46,8 @@ export function planFeatures(
   const now = clock.now();
   const inserts = new Map<string, FeatureRow>();
   const updates = new Map<string, FeatureRow>();
+  /** The element that named each feature this request writes: a second one would silently override it. */
+  const namedBy = new Map<string, number>();
   for (const [index, feature] of incoming.entries()) {
     const prefix = `${field}[${index}]`;
     if (feature.meteredAssetId && !assetIds.has(feature.meteredAssetId.toLowerCase())) {
@@ -65,6 +67,11 @@ export function planFeatures(
         "feature-code-taken",
       );
     }
+    const earlier = current ? namedBy.get(current.id) : undefined;
+    if (earlier !== undefined) throw invalidField(prefix, `names the same feature as ${field}[${earlier}]`);
+    if (current) namedBy.set(current.id, index);
+    // On update, deleting a feature the product does not have changes nothing (import stores what it is given).
+    if (!current && feature.isDeleted && unknownId === "reject") continue;
     const fields = { ...featureFields(feature), featurePath: feature.featurePath, version: feature.version };
     let row: FeatureRow;
     if (current) {
@@ -91,6 +98,7 @@ export function planFeatures(
       inserts.set(row.id, row);
     }
     byId.set(row.id, row);
+    namedBy.set(row.id, index);
     if (row.featureCode) byCode.set(row.featureCode, row);
   }
   const features = [...byId.values()].sort(byCreation);

@@ -47,12 +47,13 @@ export async function importProducts(
   });
 }
 
-/** Every product checked as create checks one, and no productCode or metricName given twice. */
+/** Every product checked as create checks one, and no productCode, id or metricName given twice. */
 function validateImport(products: Product[]): void {
   const violations = new Violations();
   checkImportSize(violations, products);
   violations.throwIfAny();
   const codes = new Map<string, number>();
+  const ids = new Map<string, number>();
   for (const [index, product] of products.entries()) {
     const prefix = `products[${index}].`;
     violations.required(`${prefix}productCode`, product.productCode).uuid(`${prefix}id`, product.id);
@@ -62,6 +63,10 @@ function validateImport(products: Product[]): void {
     const first = codes.get(code);
     if (code && first !== undefined) violations.add(`${prefix}productCode`, `repeats products[${first}].productCode`);
     else codes.set(code, index);
+    const id = product.id.toLowerCase();
+    const firstWithId = ids.get(id);
+    if (id && firstWithId !== undefined) violations.add(`${prefix}id`, `repeats products[${firstWithId}].id`);
+    else ids.set(id, index);
     for (const [featureIndex, feature] of product.features.entries()) {
       checkFeature(violations, `${prefix}features[${featureIndex}].`, feature);
       violations.uuid(`${prefix}features[${featureIndex}].id`, feature.id);

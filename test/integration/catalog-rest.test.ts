@@ -180,6 +180,40 @@ test("update upserts features by id or featureCode and keeps the others", async 
   t.is(foreign.body.errors[0].field, "features[0].id");
 });
 
+test("update refuses two elements naming one feature, and deleting a feature it lacks changes nothing", async (t) => {
+  const path = `${PRODUCTS}/${(await createProduct(t, { productCode: "UPD-TWICE" })).body.id}`;
+  const created = await rest(t.context.server.baseUrl, "PUT", path, { features: [{ featureCode: "D1", name: "d" }] });
+  const featureId = created.body.features[0].id;
+  for (const features of [
+    [
+      { featureCode: "D1", name: "first" },
+      { featureCode: "D1", name: "second" },
+    ],
+    [
+      { featureCode: "D1", name: "d" },
+      { id: featureId, name: "second" },
+    ],
+    [
+      { featureCode: "NEW", name: "first" },
+      { featureCode: "NEW", name: "second" },
+    ],
+  ]) {
+    const refused = await rest(t.context.server.baseUrl, "PUT", path, { features });
+    t.is(refused.status, 400, JSON.stringify(features));
+    t.is(refused.body.errors[0].field, "features[1]");
+    t.regex(refused.body.errors[0].message, /names the same feature as features\[0\]/);
+  }
+
+  const ghost = await rest(t.context.server.baseUrl, "PUT", path, {
+    features: [{ featureCode: "GHOST", isDeleted: true }],
+  });
+  t.is(ghost.status, 200);
+  t.is(ghost.body.revisionNumber, created.body.revisionNumber, "nothing changed");
+  const added = await rest(t.context.server.baseUrl, "POST", `${path}/features`, { featureCode: "GHOST" });
+  t.is(added.status, 200);
+  t.is(added.body.revisionNumber, 1, "a new feature, not one kept hidden");
+});
+
 test("update to another product's code answers 409 and changes nothing", async (t) => {
   await createProduct(t, { productCode: "TAKEN" });
   const mine = await createProduct(t, { productCode: "MINE", name: "mine" });
@@ -409,6 +443,23 @@ test("import creates and replaces products, all or nothing", async (t) => {
     invalid.body.errors.map((error: { field: string }) => error.field),
     ["products[1].productCode", "products[2].productCode"],
   );
+
+  const sameId = "5e1d3b9a-1111-4222-8333-777788889999";
+  const repeated = await rest(t.context.server.baseUrl, "POST", `${PRODUCTS}/import`, [
+    { id: sameId, productCode: "IMP-ID-1" },
+    { id: sameId.toUpperCase(), productCode: "IMP-ID-2" },
+    { productCode: "IMP-FEAT", features: [{ featureCode: "f" }, { featureCode: "f " }] },
+  ]);
+  t.is(repeated.status, 400, JSON.stringify(repeated.body));
+  t.deepEqual(
+    repeated.body.errors.map((error: { field: string }) => error.field),
+    ["products[1].id"],
+  );
+  const featureRepeated = await rest(t.context.server.baseUrl, "POST", `${PRODUCTS}/import`, [
+    { productCode: "IMP-FEAT", features: [{ featureCode: "f" }, { featureCode: "f " }] },
+  ]);
+  t.is(featureRepeated.status, 400);
+  t.is(featureRepeated.body.errors[0].field, "products[0].features[1]");
 });
 
 test("list pages, filters and sorts", async (t) => {
