@@ -205,7 +205,10 @@ function presentedCredentials(request: NodeRequest, form: URLSearchParams): { cl
   const header = request.headers.authorization;
   const basic = typeof header === "string" ? /^Basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(header) : null;
   if (typeof header === "string" && !basic) {
-    throw new TokenError("invalid_client", "the Authorization header must use the Basic scheme");
+    const detail = /^Basic(\s|$)/i.test(header)
+      ? "malformed Basic credentials: send base64(client_id:client_secret)"
+      : "the Authorization header must use the Basic scheme";
+    throw new TokenError("invalid_client", detail);
   }
   if (basic) {
     if (form.has("client_secret")) {

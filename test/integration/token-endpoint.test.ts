@@ -167,6 +167,18 @@ test("an Authorization header of another scheme than Basic is invalid_client wit
     { authorization: server.adminAuthorization },
   );
   assertOAuthError(t, response, 401, "invalid_client");
+  t.regex(response.body.error_description, /must use the Basic scheme/);
+});
+
+test("Basic credentials that are not base64 are invalid_client, said to be malformed", async (t) => {
+  const { server } = t.context;
+  const response = await postToken(
+    server.baseUrl,
+    { grant_type: "client_credentials" },
+    { authorization: "Basic !!!!" },
+  );
+  assertOAuthError(t, response, 401, "invalid_client");
+  t.regex(response.body.error_description, /malformed Basic credentials/);
 });
 
 test("a request without grant_type is invalid_request with 400", async (t) => {
