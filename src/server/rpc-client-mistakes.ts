@@ -19,6 +19,8 @@ const CLIENT_MISTAKES = [
   /^decompression failed$/,
 ];
 const INTERNAL = String(Code.Internal);
+const INVALID_ARGUMENT = String(Code.InvalidArgument);
+const GRPC_DETAILS = "grpc-status-details-bin";
 const RESOURCE_EXHAUSTED = String(Code.ResourceExhausted);
 /** connect-node's refusal of a body over `readMaxBytes` (BODY_LIMIT_BYTES), read before any interceptor runs. */
 const OVERSIZE = /is larger than configured readMaxBytes (\d+)$/;
@@ -66,7 +68,7 @@ async function reclassify(response: UniversalServerResponse): Promise<UniversalS
     return response;
   }
   const contentType = response.header?.get("content-type") ?? "";
-  const connectUnaryError = response.status === 500 || response.status === 429;
+  const connectUnaryError = response.status === 500 || response.status === 429 || response.status === 400;
   if (connectUnaryError && contentType === "application/json" && !response.header?.has("content-encoding")) {
     return reclassifyConnectUnary(response);
   }
@@ -75,8 +77,9 @@ async function reclassify(response: UniversalServerResponse): Promise<UniversalS
 }
 
 /**
- * Sets gRPC status 3 in place of 13 when the message names a client mistake, and a body over the limit's error
- * with its details; true when it changed the trailer.
+ * Sets gRPC status 3 in place of 13 when the message names a client mistake, the malformed-request details on a
+ * status 3 without any (connect-node's: a message that does not decode), and a body over the limit's error with
+ * its details; true when it changed the trailer.
  */
 function reclassifyGrpcStatus(trailer: Headers): boolean {
   const status = trailer.get("grpc-status");
@@ -86,7 +89,8 @@ function reclassifyGrpcStatus(trailer: Headers): boolean {
     setTrailerStatus(trailer, tooLarge);
     return true;
   }
-  if (status !== INTERNAL || !isClientMistake(message)) return false;
+  const undecodable = status === INVALID_ARGUMENT && !trailer.has(GRPC_DETAILS);
+  if (!undecodable && (status !== INTERNAL || !isClientMistake(message))) return false;
   setTrailerStatus(trailer, malformed(message));
   return true;
 }
@@ -96,7 +100,10 @@ async function reclassifyConnectUnary(response: UniversalServerResponse): Promis
   const error = parseConnectError(bytes);
   const tooLarge = error?.code === codeToString(Code.ResourceExhausted) ? oversize(error.message ?? "") : undefined;
   if (tooLarge) return withConnectError(response, response.status, errorToJsonBytes(tooLarge, {}));
-  if (error?.code !== codeToString(Code.Internal) || !isClientMistake(error.message ?? "")) {
+  // Our own errors carry ProblemDetails; one without is connect-node's: a JSON message that does not decode.
+  const undecodable = error?.code === codeToString(Code.InvalidArgument) && !error.details;
+  const mistake = error?.code === codeToString(Code.Internal) && isClientMistake(error.message ?? "");
+  if (!undecodable && !mistake) {
     return { ...response, body: createAsyncIterable([bytes]) };
   }
   return withConnectError(response, 400, errorToJsonBytes(malformed(error.message ?? ""), {}));
@@ -107,7 +114,7 @@ function withConnectError(response: UniversalServerResponse, status: number, tex
   return { ...response, status, body: createAsyncIterable([text]) };
 }
 
-function parseConnectError(bytes: Uint8Array): { code?: string; message?: string } | undefined {
+function parseConnectError(bytes: Uint8Array): { code?: string; message?: string; details?: unknown } | undefined {
   try {
     return JSON.parse(new TextDecoder().decode(bytes));
   } catch {

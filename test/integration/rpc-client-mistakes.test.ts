@@ -263,3 +263,29 @@ test("a message that is not protobuf carries the malformed-request ProblemDetail
   const webError = findTrailerError(trailerParse(body.subarray(5)));
   t.deepEqual({ code: webError?.code, type: problemOf(webError)?.type }, expected, "gRPC-Web");
 });
+
+test("JSON that does not decode into the request carries the malformed-request ProblemDetails, Connect and gRPC-Web", async (t) => {
+  const { server } = t.context;
+  const expected = { code: Code.InvalidArgument, type: "urn:provision:problem:malformed-request" };
+  for (const [path, body] of [
+    [CREATE_PRODUCT, '{"productCode":5}'],
+    [CREATE_PRODUCT, "{bad"],
+    [LIST_PRODUCTS, '{"pageSize":"abc"}'],
+  ]) {
+    const connect = await connectCall(server, path, "application/json", body);
+    t.is(connect.status, 400, body);
+    const connectError = errorFromJson(connect.error as JsonValue, undefined, new ConnectError("unreadable"));
+    const problem = connectError.findDetails(ProblemDetailsSchema)[0];
+    t.deepEqual({ code: connectError.code, type: problem?.type }, expected, body);
+
+    const response = await fetch(server.baseUrl + path, {
+      method: "POST",
+      headers: { "content-type": "application/grpc-web+json", authorization: server.adminAuthorization },
+      body: envelope(0, Buffer.from(body)),
+    });
+    const trailer = Buffer.from(await response.arrayBuffer());
+    const webError = findTrailerError(trailerParse(trailer.subarray(5)));
+    const webProblem = webError?.findDetails(ProblemDetailsSchema)[0];
+    t.deepEqual({ code: webError?.code, type: webProblem?.type }, expected, `gRPC-Web ${body}`);
+  }
+});
