@@ -120,6 +120,10 @@ export function checkMonitoredAsset(violations: Violations, prefix: string, asse
     .uuid(`${prefix}balanceUsageId`, asset.balanceUsageId)
     .enumValue(`${prefix}metricType`, asset.metricType, MetricTypeSchema);
   checkDuration(violations, `${prefix}allowedBackDatingTolerance`, asset.allowedBackDatingTolerance);
+  const tolerance = asset.allowedBackDatingTolerance;
+  if (tolerance && (tolerance.seconds < 0n || tolerance.nanos < 0)) {
+    violations.add(`${prefix}allowedBackDatingTolerance`, "must not be negative");
+  }
   const metered = asset.meteredUsage;
   if (metered) {
     checkTimestamp(violations, `${prefix}meteredUsage.suspendUntilTimeStamp`, metered.suspendUntilTimeStamp);
@@ -138,6 +142,12 @@ export function checkMonitoredAsset(violations: Violations, prefix: string, asse
       violations
         .enumValue(`${field}.quotaUsageLevel`, tier.quotaUsageLevel, OverageSeveritySchema)
         .enumValue(`${field}.quotaUsagePolicy`, tier.quotaUsagePolicy, QuotaUsagePolicySchema);
+      checkAmounts(violations, `${field}.`, {
+        startUsage: tier.startUsage,
+        endUsage: tier.endUsage,
+        baseCredits: tier.baseCredits,
+        creditsPerUnitOfConsumption: tier.creditsPerUnitOfConsumption,
+      });
       if (tier.endUsage !== 0 && tier.endUsage < tier.startUsage) {
         violations.add(`${field}.endUsage`, "must not be less than startUsage (0 means unbounded)");
       }
@@ -162,7 +172,14 @@ export function checkMonitoredAsset(violations: Violations, prefix: string, asse
         "must be a cron expression (5 fields, or 6 with seconds, in UTC) that fires, such as 0 0 1 * *",
       );
     }
+    checkAmounts(violations, `${prefix}balanceUsage.`, {
+      totalCredits: balance.totalCredits,
+      initialCreditAmount: balance.initialCreditAmount,
+      autoBalanceCreditAmount: balance.autoBalanceCreditAmount,
+      maxAutoBalanceCreditTransferAmount: balance.maxAutoBalanceCreditTransferAmount,
+    });
     for (const [index, quota] of balance.usageQuota.entries()) {
+      checkAmounts(violations, `${prefix}balanceUsage.usageQuota[${index}].`, { endUsage: quota.endUsage });
       violations.enumValue(
         `${prefix}balanceUsage.usageQuota[${index}].quotaUsageLevel`,
         quota.quotaUsageLevel,
@@ -174,6 +191,14 @@ export function checkMonitoredAsset(violations: Violations, prefix: string, asse
     violations.add(`${prefix}meteredUsage`, "is required when metricType is 1 (Metered)");
   if (asset.metricType === 2 && !balance)
     violations.add(`${prefix}balanceUsage`, "is required when metricType is 2 (Balance)");
+}
+
+/** Amounts of a definition (bounds, credits, percentages): finite and 0 or more. */
+function checkAmounts(violations: Violations, prefix: string, amounts: Record<string, number>): void {
+  for (const [name, value] of Object.entries(amounts)) {
+    if (!(Number.isFinite(value) && value >= 0))
+      violations.add(`${prefix}${name}`, "must be a finite number, 0 or more");
+  }
 }
 
 /** Refuses an import whose products hold more than MAX_IMPORT_NESTED_ITEMS nested elements together. */

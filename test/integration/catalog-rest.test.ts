@@ -398,6 +398,45 @@ test("monitored resources keep metered and balance usage exactly and appear on t
   t.is(badSpan.body.errors[0].field, "allowedBackDatingTolerance");
 });
 
+test("a monitored asset's amounts must be finite and not negative, and its tolerance not negative", async (t) => {
+  const product = await createProduct(t, { productCode: "ASSET-NEGATIVE" });
+  const path = `${PRODUCTS}/${product.body.id}/monitored-resources`;
+  const refused = await rest(t.context.server.baseUrl, "POST", path, {
+    ...balanceAsset,
+    metricName: "negative",
+    allowedBackDatingTolerance: "-01:00:00",
+    balanceUsage: {
+      ...balanceAsset.balanceUsage,
+      totalCredits: -100,
+      autoBalanceCreditAmount: -1,
+      usageQuota: [{ name: "low", endUsage: -5, quotaUsageLevel: 2 }],
+    },
+  });
+  t.is(refused.status, 400, JSON.stringify(refused.body));
+  t.deepEqual(refused.body.errors.map((error: { field: string }) => error.field).sort(), [
+    "allowedBackDatingTolerance",
+    "balanceUsage.autoBalanceCreditAmount",
+    "balanceUsage.totalCredits",
+    "balanceUsage.usageQuota[0].endUsage",
+  ]);
+  for (const [tier, field] of [
+    [{ startUsage: -1, endUsage: 10 }, "startUsage"],
+    [{ startUsage: 0, endUsage: "Infinity" }, "endUsage"],
+    [{ startUsage: 0, baseCredits: -2 }, "baseCredits"],
+  ] as const) {
+    const tiers = await rest(t.context.server.baseUrl, "POST", path, {
+      ...meteredAsset,
+      metricName: "negative-tier",
+      meteredUsage: { ...meteredAsset.meteredUsage, usageTiers: [{ name: "t", ...tier }] },
+    });
+    t.is(tiers.status, 400, JSON.stringify(tiers.body));
+    t.deepEqual(
+      tiers.body.errors.map((error: { field: string }) => error.field),
+      [`meteredUsage.usageTiers[0].${field}`],
+    );
+  }
+});
+
 test("import creates and replaces products, all or nothing", async (t) => {
   const existing = await createProduct(t, { productCode: "IMP-EXISTING", name: "old name" });
   const imported = await rest(t.context.server.baseUrl, "POST", `${PRODUCTS}/import`, [
