@@ -19,6 +19,7 @@ import { effectiveSubscription, renewalsBetween } from "./subscription-periods.j
 const CATCH_UP_MS = 30 * 86_400_000;
 /** Renewals announced per entitlement and transaction, the earliest not yet announced. */
 const MAX_RENEWALS = 50;
+const MAX_RENEWALS_PER_ROUND = 1000;
 /**
  * Marks the instant an inactive subscription was set active again: renewals that fell while it was inactive
  * are not announced (nothing renewed then).
@@ -80,10 +81,13 @@ async function announcedUpTo(dataSource: DataSource, of: EntitlementRow[]): Prom
   return new Map(rows.map((row) => [row.entitlement_id, hydrated(dataSource, row.last)]));
 }
 
-/** Announces the renewals due, MAX_RENEWALS a transaction, the earliest first. */
+/**
+ * Announces the renewals due, MAX_RENEWALS a transaction, the earliest first; at most MAX_RENEWALS_PER_ROUND
+ * (a very short period after a long outage), the next round going on from the last announced.
+ */
 async function renewAll(deps: RenewalDependencies, candidate: EntitlementRow, now: Date, announced: Date | undefined) {
   let since = announced;
-  for (;;) {
+  for (let announcedThisRound = 0; announcedThisRound < MAX_RENEWALS_PER_ROUND; announcedThisRound += MAX_RENEWALS) {
     const more = await renew(deps, candidate, now, since);
     if (more === null) return;
     since = more;
