@@ -36,8 +36,6 @@ export const ENTITLEMENT_LIMITS = {
   featureUpdates: 1000,
 } as const;
 
-/** The instants a datetime column holds on every database: years 1000 to 9999. */
-
 /** The text fields shared by the create parameters and the update request. */
 interface EntitlementText {
   name?: string;
