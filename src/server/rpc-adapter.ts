@@ -21,6 +21,7 @@ import type { NodeRequest, NodeResponse } from "./rest/rest-handler.js";
 import { answeringClientMistakes } from "./rpc-client-mistakes.js";
 import { createFastPath, type HandOver, type InProcessInvoker } from "./rpc-fast-path.js";
 import type { UnaryProtocol } from "./rpc-fast-protocol.js";
+import { discardUnreadBody } from "./unread-body.js";
 
 export interface RpcHandlerOptions extends ConnectRouterOptions {
   routes: (router: ConnectRouter) => void;
@@ -77,7 +78,12 @@ export function createRpcHandler(options: RpcHandlerOptions): (request: NodeRequ
     const contextValues = createContextValues().set(clientAddressKey, clientAddressOf(request));
     const universal = universalRequestFromNodeRequest(request, response, undefined, contextValues);
     handler(body ? { ...universal, body } : universal)
-      .then((answer) => universalResponseToNodeResponse(answer, response))
+      .then((answer) => {
+        // connect-node may answer (a body over the limit) with the body unread: HTTP/1.1 would then never
+        // reach the connection's next request.
+        discardUnreadBody(request, response);
+        return universalResponseToNodeResponse(answer, response);
+      })
       .catch((reason: unknown) => {
         if (ConnectError.from(reason).code === Code.Aborted) return;
         options.logger.error(

@@ -103,3 +103,32 @@ test("an error answered to a request without a body keeps the connection alive",
   t.true(connection.responses()[1].startsWith("HTTP/1.1 200 "));
   t.false(connection.closed);
 });
+
+for (const [size, outcome] of [
+  [20_000, "kept"],
+  [1_100_000, "closed"],
+] as const) {
+  test(`a gRPC-Web body of ${size} bytes over the limit leaves the connection ${outcome}, not dead`, async (t) => {
+    const connection = await RawConnection.open(t.context.server.port);
+    t.teardown(() => connection.close());
+    const message = Buffer.from(JSON.stringify({ productCode: "WEB", name: "x".repeat(size) }));
+    const frame = Buffer.concat([Buffer.from([0]), Buffer.alloc(4), message]);
+    frame.writeUInt32BE(message.length, 1);
+    connection.write(
+      `POST /provision.v1.CatalogService/CreateProduct HTTP/1.1\r\nhost: 127.0.0.1\r\n` +
+        `authorization: ${t.context.server.adminAuthorization}\r\ncontent-type: application/grpc-web+json\r\n` +
+        `content-length: ${frame.length}\r\n\r\n${frame.toString("latin1")}` +
+        "GET /healthz HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n",
+    );
+    await connection.until(() => connection.closed || isCompleteResponse(connection.responses()[1]));
+    const [first, second] = connection.responses();
+    t.regex(first, /grpc-status: 8/, "resource_exhausted");
+    if (outcome === "kept") {
+      t.true(second?.startsWith("HTTP/1.1 200 "), second?.slice(0, 80));
+      t.false(connection.closed);
+    } else {
+      t.regex(first, /\r\nconnection: close\r\n/i, "a connection the server leaves is announced closed");
+      t.true(connection.closed);
+    }
+  });
+}
