@@ -23,7 +23,7 @@ const INVALID_ARGUMENT = String(Code.InvalidArgument);
 const GRPC_DETAILS = "grpc-status-details-bin";
 const RESOURCE_EXHAUSTED = String(Code.ResourceExhausted);
 /** connect-node's refusal of a body over `readMaxBytes` (BODY_LIMIT_BYTES), read before any interceptor runs. */
-const OVERSIZE = /is larger than configured readMaxBytes (\d+)$/;
+const OVERSIZE = /is larger than configured readMaxBytes (\d+)( after decompression)?$/;
 
 export function isClientMistake(message: string): boolean {
   return CLIENT_MISTAKES.some((pattern) => pattern.test(message));

@@ -231,6 +231,16 @@ test("a message over BODY_LIMIT_BYTES is resource_exhausted with its ProblemDeta
     t.is(connectError.rawMessage, "the body exceeds 2048 bytes", name);
     t.is(connectError.findDetails(ProblemDetailsSchema)[0]?.type, "urn:provision:problem:body-too-large", name);
   }
+
+  // Compressed small, over the limit once decompressed.
+  const inflated = Buffer.from(JSON.stringify({ productCode: "BIG", description: "x".repeat(4096) }));
+  const answer = await connectCall(small, CREATE_PRODUCT, "application/json", gzipSync(inflated), {
+    "content-encoding": "gzip",
+  });
+  const compressed = errorFromJson(answer.error as JsonValue, undefined, new ConnectError("unreadable"));
+  t.is(compressed.code, Code.ResourceExhausted);
+  t.is(compressed.rawMessage, "the body exceeds 2048 bytes");
+  t.is(compressed.findDetails(ProblemDetailsSchema)[0]?.type, "urn:provision:problem:body-too-large");
 });
 
 test("a message that is not protobuf carries the malformed-request ProblemDetails, on every protocol", async (t) => {
