@@ -48,9 +48,12 @@ export async function listen(handler: RequestHandler, options: ListenOptions): P
     recordClientAddress(request, options.trustedProxies);
     inFlight++;
     if (draining && "shouldKeepAlive" in response) response.shouldKeepAlive = false;
+    const http1Socket = "stream" in request ? undefined : request.socket;
+    if (http1Socket) handling.add(http1Socket);
     let whenClosed: (() => void) | undefined;
     // One listener per response ("close" is emitted once): once() costs a wrapper each.
     response.on("close", () => {
+      if (http1Socket) handling.delete(http1Socket);
       inFlight--;
       whenClosed?.();
       if (draining && inFlight === 0) drained?.();
@@ -73,7 +76,9 @@ export async function listen(handler: RequestHandler, options: ListenOptions): P
   // h1 never listens (connections are handed to it), and Node starts its header and request timers, and the
   // connection list closeIdleConnections() works from, on "listening".
   h1.emit("listening");
-  h1.on("clientError", answerClientError);
+  h1.on("clientError", (error: NodeJS.ErrnoException, socket: net.Socket) =>
+    answerClientError(error, socket, options.logger),
+  );
   // Node answers an unknown `Expect` with an empty 417 unless asked; the handler answers it with a body.
   h1.on("checkExpectation", tracked);
   const h2 = options.tls
@@ -166,12 +171,30 @@ const CLIENT_ERRORS: Record<string, { status: number; slug: string; detail: stri
 };
 const MALFORMED = { status: 400, slug: "malformed-request", detail: "the request is not valid HTTP/1.1" };
 
-/** Answers a request Node's HTTP/1.1 parser refused with a problem record, then closes the connection. */
-function answerClientError(error: NodeJS.ErrnoException, socket: net.Socket): void {
+/** The status the server answered on a connection itself, cutting the request under way there. */
+const answeredOnConnection = new WeakMap<net.Socket, number>();
+/** HTTP/1.1 connections whose current request a handler is serving (and will log). */
+const handling = new WeakSet<net.Socket>();
+
+/** For a request's log line: the status the server cut it with (a body too slow to arrive), if it did. */
+export function statusAnsweredOn(socket: net.Socket | null | undefined): number | undefined {
+  return socket ? answeredOnConnection.get(socket) : undefined;
+}
+
+/**
+ * Answers a request Node's HTTP/1.1 parser refused with a problem record, then closes the connection. A request
+ * whose handler runs (its body too slow: 408) is logged by the handler with that status; one refused before
+ * its headers were read is logged here, having no request line of its own.
+ */
+function answerClientError(error: NodeJS.ErrnoException, socket: net.Socket, logger: Logger): void {
   if (error.code === "ECONNRESET" || !socket.writable || socket.bytesWritten > 0) {
     socket.destroy();
     return;
   }
   const { status, slug, detail } = CLIENT_ERRORS[error.code ?? ""] ?? MALFORMED;
+  answeredOnConnection.set(socket, status);
+  if (!handling.has(socket)) {
+    logger.info({ status, problem: slug, remoteAddress: socket.remoteAddress }, "request refused before it was read");
+  }
   writeRawProblem(socket, status, slug, detail);
 }

@@ -4,7 +4,7 @@ import { type Logger, requestLogOf } from "../platform/logger.js";
 import { connectErrorOf } from "./error-interceptor.js";
 import { encodingGrpcMessages } from "./grpc-message.js";
 import { READ_METHODS, refusedMethod, writeConnectError, writeJson, writeProblem } from "./http-responses.js";
-import type { RequestHandler } from "./http-server.js";
+import { type RequestHandler, statusAnsweredOn } from "./http-server.js";
 import { type RequestTarget, readTarget } from "./request-target.js";
 import { answerError, type NodeRequest, type NodeResponse } from "./rest/rest-handler.js";
 import { responseGone } from "./rpc-fast-protocol.js";
@@ -85,8 +85,11 @@ export function createRequestHandler(parts: RequestHandlerParts): RequestHandler
         requestId,
         method: request.method,
         path: target?.path,
-        // Nothing was sent when the connection closed first: 499, the client closed the request.
-        status: response.headersSent ? response.statusCode : CLIENT_CLOSED_REQUEST,
+        // Nothing was sent when the connection closed first: the status the server cut it with (408), else 499,
+        // the client closed the request.
+        status: response.headersSent
+          ? response.statusCode
+          : (statusAnsweredOn(request.socket) ?? CLIENT_CLOSED_REQUEST),
         httpVersion: request.httpVersion,
         durationMs: performance.now() - started,
       });

@@ -239,6 +239,10 @@ test("headers that never finish answer 408 with a problem and the connection is 
   t.is(response.headers.connection, "close");
   assertProblemBody(t, response.headers["content-type"], response.body, 408, "request-timeout");
   t.is((await fetch(`${server.baseUrl}/healthz`)).status, 200);
+  const refused = server.logs
+    .map((line) => JSON.parse(line))
+    .filter((entry) => entry.msg.startsWith("request refused"));
+  t.like(refused[0], { status: 408, problem: "request-timeout", msg: "request refused before it was read" });
 });
 
 test("a body that never finishes answers 408 once the request timeout passes, and is no handler failure", async (t) => {
@@ -259,7 +263,7 @@ test("a body that never finishes answers 408 once the request timeout passes, an
   const response = parseResponse(text);
   t.regex(response.statusLine, /^HTTP\/1\.1 408 /);
   assertProblemBody(t, response.headers["content-type"], response.body, 408, "request-timeout");
-  await requestLog(server, requestId);
+  t.is((await requestLog(server, requestId)).status, 408, "logged as the server answered it, not as 499");
   await delay(200);
   t.deepEqual(
     server.logs.map((line) => JSON.parse(line) as Record<string, any>).filter((entry) => entry.level === "error"),
