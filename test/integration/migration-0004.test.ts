@@ -1,7 +1,4 @@
 import { randomUUID } from "node:crypto";
-import fs from "node:fs";
-import os from "node:os";
-import path from "node:path";
 import test, { type ExecutionContext } from "ava";
 import type { DataSource } from "typeorm";
 import { uniqueRuleOf } from "../../src/catalog/catalog-repository.js";
@@ -20,10 +17,11 @@ import { createDataSource, isUniqueViolation, migrate } from "../../src/platform
 import { EntitlementAssets1764000000000 } from "../../src/platform/migrations/0004-entitlement-assets.js";
 import { migrations } from "../../src/platform/migrations/index.js";
 import { DEFAULT_PROVIDER_ID } from "../../src/server/tenant.js";
+import { type DatabaseMode, freshDatabase } from "../support/migration-databases.js";
 import { PRODUCTS, rest } from "../support/rest.js";
-import { createTestDatabase, startTestServer, type TestServer } from "../support/test-server.js";
+import type { TestServer } from "../support/test-server.js";
 
-type Mode = "MySQL" | "SQLite";
+type Mode = DatabaseMode;
 const UP_TO_0004 = migrations.slice(0, migrations.indexOf(EntitlementAssets1764000000000) + 1);
 const BEFORE_0004 = UP_TO_0004.slice(0, -1);
 const NOW = new Date("2026-05-01T00:00:00.000Z");
@@ -32,21 +30,6 @@ interface MonitoredAssetJson {
   id: string;
   metricName: string;
   entitlementId: string;
-}
-
-/** A database of this mode, dropped after the test, and how a test server opens it. */
-async function freshDatabase(t: ExecutionContext, mode: Mode) {
-  if (mode === "MySQL") {
-    const database = await createTestDatabase();
-    t.teardown(() => database.drop());
-    const config: DatabaseConfig = { kind: "mysql", url: database.url };
-    return { config, serve: () => startTestServer({ databaseUrl: database.url }) };
-  }
-  const folder = fs.mkdtempSync(path.join(os.tmpdir(), "provision-migration-0004-"));
-  t.teardown(() => fs.rmSync(folder, { recursive: true, force: true }));
-  const file = path.join(folder, "provision.sqlite");
-  const config: DatabaseConfig = { kind: "sqlite", file };
-  return { config, serve: () => startTestServer({ embedded: { file } }) };
 }
 
 async function open(t: ExecutionContext, config: DatabaseConfig, upTo: typeof migrations) {

@@ -1,32 +1,14 @@
-import fs from "node:fs";
-import os from "node:os";
-import path from "node:path";
 import test, { type ExecutionContext } from "ava";
 import type { DatabaseConfig } from "../../src/platform/config.js";
 import { createDataSource, migrate } from "../../src/platform/database.js";
 import { migrations } from "../../src/platform/migrations/index.js";
 import { activate, ENTITLEMENTS, entitlementWithCode } from "../support/licensing.js";
+import { freshDatabase } from "../support/migration-databases.js";
 import { rest } from "../support/rest.js";
-import { createTestDatabase, startTestServer } from "../support/test-server.js";
 
 // Migration 0019 gives a code issued with pre-authorized devices and no device limit of its own (stored as 0, which
 // meant one device) the number of its pre-authorized devices as its limit, as codes issued since are given.
-type Mode = "MySQL" | "SQLite";
 const NODE_LOCKED = { claimBasedActivation: { numberOfSeats: 0, isFloatingLicense: false } };
-
-async function freshDatabase(t: ExecutionContext, mode: Mode) {
-  if (mode === "MySQL") {
-    const database = await createTestDatabase();
-    t.teardown(() => database.drop());
-    const config: DatabaseConfig = { kind: "mysql", url: database.url };
-    return { config, serve: () => startTestServer({ databaseUrl: database.url }) };
-  }
-  const folder = fs.mkdtempSync(path.join(os.tmpdir(), "provision-migration-0019-"));
-  t.teardown(() => fs.rmSync(folder, { recursive: true, force: true }));
-  const file = path.join(folder, "provision.sqlite");
-  const config: DatabaseConfig = { kind: "sqlite", file };
-  return { config, serve: () => startTestServer({ embedded: { file } }) };
-}
 
 /** Stores these codes' limits as a code issued before 2026-11-29 had them, then applies 0019 again. */
 async function storeAsBefore0019(t: ExecutionContext, config: DatabaseConfig, codes: string[]) {
