@@ -86,13 +86,15 @@ export function writeConnectError(response: NodeResponse, status: number, code: 
 }
 
 /**
- * Writes a problem straight to a socket whose request could not be parsed (no request object exists), then
- * closes the connection.
+ * Writes a problem straight to a socket whose request could not be parsed, or was cut (no response object can
+ * answer it), then closes the connection. `requestId`: the id of the request cut, when its handler gave it one.
  */
-export function writeRawProblem(socket: Socket, status: number, slug: string, detail: string): void {
-  const text = JSON.stringify({ type: PROBLEM_TYPE_PREFIX + slug, title: titleOf(status), status, detail });
+export function writeRawProblem(socket: Socket, status: number, slug: string, detail: string, requestId?: string) {
+  const problem = { type: PROBLEM_TYPE_PREFIX + slug, title: titleOf(status), status, detail };
+  const text = JSON.stringify(requestId ? { ...problem, requestId } : problem);
+  const idHeader = requestId ? `X-Request-Id: ${requestId}\r\n` : "";
   socket.end(
-    `HTTP/1.1 ${status} ${titleOf(status)}\r\nContent-Type: application/problem+json\r\n` +
+    `HTTP/1.1 ${status} ${titleOf(status)}\r\nContent-Type: application/problem+json\r\n${idHeader}` +
       `Content-Length: ${Buffer.byteLength(text)}\r\nConnection: close\r\n\r\n${text}`,
   );
 }

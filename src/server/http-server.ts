@@ -49,7 +49,7 @@ export async function listen(handler: RequestHandler, options: ListenOptions): P
     inFlight++;
     if (draining && "shouldKeepAlive" in response) response.shouldKeepAlive = false;
     const http1Socket = "stream" in request ? undefined : request.socket;
-    if (http1Socket) handling.add(http1Socket);
+    if (http1Socket) handling.set(http1Socket, request);
     let whenClosed: (() => void) | undefined;
     // One listener per response ("close" is emitted once): once() costs a wrapper each.
     response.on("close", () => {
@@ -173,8 +173,8 @@ const MALFORMED = { status: 400, slug: "malformed-request", detail: "the request
 
 /** The status the server answered on a connection itself, cutting the request under way there. */
 const answeredOnConnection = new WeakMap<net.Socket, number>();
-/** HTTP/1.1 connections whose current request a handler is serving (and will log). */
-const handling = new WeakSet<net.Socket>();
+/** HTTP/1.1 connections whose current request a handler is serving (and will log), with that request. */
+const handling = new WeakMap<net.Socket, NodeRequest>();
 
 /** For a request's log line: the status the server cut it with (a body too slow to arrive), if it did. */
 export function statusAnsweredOn(socket: net.Socket | null | undefined): number | undefined {
@@ -193,8 +193,10 @@ function answerClientError(error: NodeJS.ErrnoException, socket: net.Socket, log
   }
   const { status, slug, detail } = CLIENT_ERRORS[error.code ?? ""] ?? MALFORMED;
   answeredOnConnection.set(socket, status);
-  if (!handling.has(socket)) {
+  const cut = handling.get(socket);
+  if (!cut) {
     logger.info({ status, problem: slug, remoteAddress: socket.remoteAddress }, "request refused before it was read");
   }
-  writeRawProblem(socket, status, slug, detail);
+  const requestId = cut?.headers["x-request-id"];
+  writeRawProblem(socket, status, slug, detail, typeof requestId === "string" ? requestId : undefined);
 }

@@ -263,6 +263,8 @@ test("a body that never finishes answers 408 once the request timeout passes, an
   const response = parseResponse(text);
   t.regex(response.statusLine, /^HTTP\/1\.1 408 /);
   assertProblemBody(t, response.headers["content-type"], response.body, 408, "request-timeout");
+  t.is(response.headers["x-request-id"], requestId);
+  t.is(JSON.parse(response.body).requestId, requestId);
   t.is((await requestLog(server, requestId)).status, 408, "logged as the server answered it, not as 499");
   await delay(200);
   t.deepEqual(
