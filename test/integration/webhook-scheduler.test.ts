@@ -75,6 +75,30 @@ async function entitlement(server: TestServer, fields: Record<string, unknown>) 
   return created.body.id as string;
 }
 
+/** An entitlement whose subscription renews every `renewPeriod` from `first`, `periodsLeft` times (-1: for ever). */
+function subscribedEntitlement(
+  server: TestServer,
+  { active = true, first, renewPeriod = "day", periodsLeft = -1 }: SubscriptionShape,
+) {
+  return entitlement(server, {
+    activationPolicy: {
+      subscriptionPolicy: {
+        isSubscriptionActive: active,
+        nextRenewalTimeStamp: new Date(first).toISOString(),
+        renewPeriod,
+        subscriptionPeriodsLeft: periodsLeft,
+      },
+    },
+  });
+}
+
+interface SubscriptionShape {
+  active?: boolean;
+  first: number | Date;
+  renewPeriod?: string;
+  periodsLeft?: number;
+}
+
 const settle = () => new Promise((resolve) => setTimeout(resolve, 400));
 
 each(
@@ -222,16 +246,7 @@ each("subscription renewals are announced once each, and the end cancels the sub
   const { receiver } = await subscribe(server, ["Entitlement.Renewed", "Entitlement.Cancelled"]);
   try {
     const first = new Date(clock.now().getTime() + DAY);
-    const id = await entitlement(server, {
-      activationPolicy: {
-        subscriptionPolicy: {
-          isSubscriptionActive: true,
-          nextRenewalTimeStamp: first.toISOString(),
-          renewPeriod: "day",
-          subscriptionPeriodsLeft: 2,
-        },
-      },
-    });
+    const id = await subscribedEntitlement(server, { first, periodsLeft: 2 });
     const mine = () => receiver.received.filter((received) => received.envelope.entityid === id);
     await server.app.scheduler.tick();
     await settle();
@@ -272,16 +287,7 @@ each("an inactive subscription announces no renewals", async (t, mode) => {
   const { server, clock } = t.context.servers[mode];
   const { receiver } = await subscribe(server, ["Entitlement.Renewed"]);
   try {
-    const id = await entitlement(server, {
-      activationPolicy: {
-        subscriptionPolicy: {
-          isSubscriptionActive: false,
-          nextRenewalTimeStamp: new Date(clock.now().getTime() + DAY).toISOString(),
-          renewPeriod: "day",
-          subscriptionPeriodsLeft: -1,
-        },
-      },
-    });
+    const id = await subscribedEntitlement(server, { active: false, first: clock.now().getTime() + DAY });
     await advance(server, clock, 3 * DAY);
     await server.app.scheduler.tick();
     await settle();
@@ -306,16 +312,7 @@ each(
     const { receiver } = await subscribe(server, ["Entitlement.Renewed"]);
     try {
       const first = clock.now().getTime() + DAY;
-      const id = await entitlement(server, {
-        activationPolicy: {
-          subscriptionPolicy: {
-            isSubscriptionActive: true,
-            nextRenewalTimeStamp: new Date(first).toISOString(),
-            renewPeriod: "day",
-            subscriptionPeriodsLeft: -1,
-          },
-        },
-      });
+      const id = await subscribedEntitlement(server, { first });
       const renewedAt = () =>
         receiver.received
           .filter((received) => received.envelope.entityid === id)
@@ -348,16 +345,7 @@ each("after the scheduler was down, every renewal within the catch-up window is 
   const { receiver } = await subscribe(server, ["Entitlement.Renewed"]);
   try {
     const first = clock.now().getTime() + 60_000;
-    const id = await entitlement(server, {
-      activationPolicy: {
-        subscriptionPolicy: {
-          isSubscriptionActive: true,
-          nextRenewalTimeStamp: new Date(first).toISOString(),
-          renewPeriod: "PT1H",
-          subscriptionPeriodsLeft: -1,
-        },
-      },
-    });
+    const id = await subscribedEntitlement(server, { first, renewPeriod: "PT1H" });
     await advance(server, clock, 3 * DAY);
     await server.app.scheduler.tick();
     const mine = () => receiver.received.filter((received) => received.envelope.entityid === id);
