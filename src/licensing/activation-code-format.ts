@@ -47,6 +47,7 @@ export function codeKey(code: string): string {
 
 /** Why `code` (trimmed) cannot be a vendor-chosen code, or null when it can. */
 export function vendorCodeProblem(code: string): string | null {
+  if (code === "") return 'is blank: leave it out (or send "") to have a code generated';
   if (code.length > VENDOR_CODE_MAX_LENGTH) return `must be at most ${VENDOR_CODE_MAX_LENGTH} characters`;
   if (!VENDOR_CODE_CHARACTERS.test(code)) return "may hold only letters A-Z, digits, '-', '_' and spaces";
   if (codeKey(code).length < VENDOR_CODE_MIN_LENGTH) {

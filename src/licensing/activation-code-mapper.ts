@@ -27,7 +27,7 @@ export function toActivationInvitation(
     id: row.id,
     userId: row.userId,
     email: row.email,
-    activationRequiresValidDeviceId: preAuthorized.length > 0,
+    activationRequiresValidDeviceId: preAuthorized.length > 0 || row.fingerprint !== "",
     organizationGroupId: row.organizationGroupId,
     activationCode: row.code,
     fingerprint: row.fingerprint,

@@ -255,14 +255,15 @@ function checkTrial(timeline: LicenseTimeline, now: Date): void {
 function checkSubscription(policy: ActivationPolicy | undefined, now: Date): void {
   const subscription = policy?.subscriptionPolicy;
   if (subscription === undefined) return;
+  // Ended before inactive: the scheduler also sets an ended subscription inactive.
+  if (hasEnded(effectiveSubscription(subscription, now).endsAt, now)) {
+    throw refuse("subscription-ended", "the subscription has ended");
+  }
   if (!subscription.isSubscriptionActive && !subscription.softEnforcement) {
     throw refuse("subscription-inactive", "the subscription is not active");
   }
   if (notYetStarted(dateOf(subscription.cannotActivateBeforeTimestamp), now)) {
     throw refuse("not-yet-valid", "the subscription cannot be activated yet (cannotActivateBeforeTimestamp)");
-  }
-  if (hasEnded(effectiveSubscription(subscription, now).endsAt, now)) {
-    throw refuse("subscription-ended", "the subscription has ended");
   }
 }
 

@@ -287,8 +287,10 @@ export async function setActivationEnabled(
   request: SetActivationEnabledRequest,
   context: HandlerContext,
 ): Promise<SetActivationEnabledResponse> {
+  const enable = request.enable;
+  if (enable === undefined) throw invalidField("enable", "is required: true or false");
   const entitlement = await changeEntitlement(deps, context, request.entitlementId, (row) => {
-    row.allowLicenseActivation = request.enable;
+    row.allowLicenseActivation = enable;
   });
   return create(SetActivationEnabledResponseSchema, { entitlement });
 }

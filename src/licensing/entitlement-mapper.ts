@@ -1,5 +1,5 @@
 import { clone, create, fromJsonString, toJsonString } from "@bufbuild/protobuf";
-import { timestampFromDate, timestampFromMs } from "@bufbuild/protobuf/wkt";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { Product } from "../../gen/provision/v1/catalog_pb.js";
 import {
   type ActivationPolicy,
@@ -10,7 +10,7 @@ import {
   EntitlementSchema,
 } from "../../gen/provision/v1/entitlement_pb.js";
 import type { EntitlementFeatureRow, EntitlementRow } from "./entities.js";
-import { durationMs } from "./policy-time.js";
+import { addMs, durationMs } from "./policy-time.js";
 
 export function toEntitlement(
   row: EntitlementRow,
@@ -88,7 +88,7 @@ export function withTrialEnd(
   if (trial.trialPeriodStartsAfterFirstActivation || trial.trialEndsAt) return policy;
   const next = clone(ActivationPolicySchema, policy);
   if (next.trialActivationPolicy)
-    next.trialActivationPolicy.trialEndsAt = timestampFromMs(createdAt.getTime() + periodMs);
+    next.trialActivationPolicy.trialEndsAt = timestampFromDate(addMs(createdAt, periodMs));
   return next;
 }
 

@@ -1,4 +1,5 @@
 import { type Duration, durationMs as protoDurationMs, type Timestamp, timestampDate } from "@bufbuild/protobuf/wkt";
+import { dateUpToLatest } from "../platform/timestamps.js";
 
 // Time conventions of every licensing rule: a start instant is inclusive (valid from it on) and an end
 // instant is exclusive (over from it on, like a JWT `exp`).
@@ -17,8 +18,9 @@ export function dateOf(timestamp: Timestamp | undefined): Date | null {
   return timestamp === undefined ? null : timestampDate(timestamp);
 }
 
+/** `date` + `ms`, held at the latest instant the databases store (a policy's span may reach past it). */
 export function addMs(date: Date, ms: number): Date {
-  return new Date(date.getTime() + ms);
+  return dateUpToLatest(date.getTime() + ms);
 }
 
 /** The earliest of the instants given, nulls ignored; null when there is none. */

@@ -1,5 +1,5 @@
 import { create } from "@bufbuild/protobuf";
-import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { type Timestamp, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext } from "@connectrpc/connect";
 import {
   type CheckInSessionRequest,
@@ -12,6 +12,7 @@ import {
   RenewSessionResponseSchema,
   SessionStatus,
 } from "../../gen/provision/v1/activation_pb.js";
+import type { TrialActivationPolicy } from "../../gen/provision/v1/entitlement_pb.js";
 import { bearerChallenge } from "../auth/access-tokens.js";
 import { type LicenseSessionCaller, licenseSessionKey } from "../auth/auth-interceptor.js";
 import { readSerially } from "../platform/database.js";
@@ -34,6 +35,7 @@ import type { LicenseClaims } from "./license-claims.js";
 import { endsAfterFirstActivation } from "./license-ends.js";
 import { codeFacts, entitlementFacts, licenseClaimsFor } from "./license-facts.js";
 import type { LicensingCaches } from "./licensing-caches.js";
+import { dateOf, earliest } from "./policy-time.js";
 import { productUnavailable } from "./product-lifecycle.js";
 import { sharedPolicyOf } from "./shared-policies.js";
 import { effectiveSubscription } from "./subscription-periods.js";
@@ -135,8 +137,15 @@ function checkedIn(
     expirationDateTime: facts.expirationDateTime ? timestampLiteral(facts.expirationDateTime) : undefined,
     serverTime: timestampLiteral(now),
     isEntitlementTrial: facts.isEntitlementTrial,
-    trialEndsAt: facts.policy?.trialActivationPolicy?.trialEndsAt,
+    trialEndsAt: trialEndOf(facts.policy?.trialActivationPolicy),
   };
+}
+
+/** The trial's end as check-in reports it: the trial period's end or its notValidAfterTimestamp, the earlier. */
+function trialEndOf(trial: TrialActivationPolicy | undefined): Timestamp | undefined {
+  if (trial === undefined) return undefined;
+  const end = earliest(dateOf(trial.trialEndsAt), dateOf(trial.notValidAfterTimestamp));
+  return end ? timestampLiteral(end) : undefined;
 }
 
 /** A new lease and token; refused when the standing no longer allows the license to run. */
@@ -155,6 +164,7 @@ export async function renewSession(
     forgettingOnDoubt(deps.dataSource, error, () => deps.caches.sessionsChanged(sessionId)),
   );
   await deps.caches.sessionsChanged(sessionId);
+  deps.checkIns.record(sessionId, now);
   const [licenseToken, tokenPublicKeyBase64] = await Promise.all([
     deps.tokens.sign(renewed.claims),
     deps.keys.publicKeyBase64(renewed.claims.providerId),
@@ -190,6 +200,7 @@ async function renewInTransaction(
   ]);
   const found = store.sessionOf(sessionRows);
   if (!found || found.state !== SESSION_STATE.live) throw sessionGone(found?.state ?? SESSION_STATE.ended);
+  if (seatLapsed(found) || found.graceEndsAt <= now) throw sessionLapsed();
   const entitlement = store.entitlementOf(entitlementRows);
   const code = activationCodeOf(dataSource.manager, codeRows);
   if (!entitlement || !code || found.entitlementId !== entitlementId) throw sessionGone(SESSION_STATE.ended);
@@ -202,7 +213,7 @@ async function renewInTransaction(
     const [first] = await transaction.run([store.firstActivationStatement(entitlementId)]);
     facts.firstActivationAt = store.firstActivationOf(first);
   }
-  refuseUnlessRunning(seatLapsed(found) ? SessionStatus.EXPIRED : sessionStatus(facts, standingOf(found), now));
+  refuseUnlessRunning(sessionStatus(facts, standingOf(found), now));
   const lease = leaseFor(facts, codeFacts(code), request.requestedMs, now, facts.firstActivationAt ?? null);
   const sooner = found.holdsFloatingSeat && lease.graceEndsAt < found.graceEndsAt;
   const kept = deps.entitlementFeatures.get(entitlementId, entitlement.revision);
@@ -224,7 +235,10 @@ async function renewInTransaction(
   return { claims, lease };
 }
 
-/** A floating session whose seat an activation took back, its grace being over: it is not renewed. */
+/**
+ * A floating session whose seat an activation took back, its grace being over: it is not renewed, even by an
+ * instance whose clock has not reached that grace end yet.
+ */
 function seatLapsed(session: LicenseSessionRow): boolean {
   return session.isFloating && !session.holdsFloatingSeat;
 }

@@ -1,5 +1,6 @@
 import type { SubscriptionPolicy } from "../../gen/provision/v1/entitlement_pb.js";
 import { invalidField } from "../platform/errors.js";
+import { dateUpToLatest } from "../platform/timestamps.js";
 import { dateOf, earliest, hasEnded } from "./policy-time.js";
 
 /** A renewal period: calendar months are added first (clamped to the month's last day), then fixed milliseconds. */
@@ -115,7 +116,7 @@ export function renewalsBetween(
 }
 
 export function addRenewPeriods(date: Date, period: RenewPeriod, times: number): Date {
-  return new Date(addMonths(date, period.months * times).getTime() + period.ms * times);
+  return dateUpToLatest(addMonths(date, period.months * times).getTime() + period.ms * times);
 }
 
 function renewalStep(policy: SubscriptionPolicy): RenewPeriod | null {

@@ -192,6 +192,8 @@ for (const database of ["MySQL", "SQLite"]) {
     t.is(Date.parse(body.expirationTimeStamp), Date.parse("2030-06-01T12:00:00Z"));
     const listed = await rest(server.baseUrl, "GET", listPath(entitlementId));
     t.deepEqual(listed.body.items, [body]);
+    const bound = await rest(server.baseUrl, "POST", issuePath(entitlementId), { fingerprint: "only-this-one" });
+    t.true(bound.body.activationRequiresValidDeviceId, "a code bound to one device also admits no other");
   });
 
   test(`${database}: a code's key is unique across providers, whatever its case, separators or lookalikes`, async (t) => {
@@ -279,6 +281,8 @@ for (const database of ["MySQL", "SQLite"]) {
       "maxDeviceActivations",
       "userId",
     ]);
+    const blank = await rest(server.baseUrl, "POST", issuePath(entitlementId), { activationCode: "   " });
+    t.regex(blank.body.errors[0].message, /is blank/);
     t.is((await rest(server.baseUrl, "POST", issuePath("not-a-uuid"), {})).status, 400);
     const listed = await rest(server.baseUrl, "GET", listPath(entitlementId));
     t.is(listed.body.totalCount, 0, "no invalid invitation was stored");

@@ -141,6 +141,40 @@ each("a trial counted from the first activation ends trialPeriod after it", asyn
   refused(t, await activate(server.baseUrl, { activationCode: code, fingerprint: "b" }), 403, "trial-ended");
 });
 
+each("check-in reports the trial's end: its period's or its notValidAfterTimestamp, the earlier", async (t, mode) => {
+  const { server, clock } = t.context.servers[mode];
+  const windowEnd = clock.now().getTime() + 2 * HOUR;
+  const policy = trialFromFirstActivation("10:00:00", { notValidAfterTimestamp: iso(windowEnd) });
+  const { code } = await entitlementWithCode(server.baseUrl, policy, undefined, { isTrial: true });
+  const first = await activate(server.baseUrl, { activationCode: code, fingerprint: "a" });
+  const checkIn = await sessionCall(server.baseUrl, first.body.licenseToken, "check-in");
+  t.is(Date.parse(checkIn.body.trialEndsAt), windowEnd);
+});
+
+each("spans reaching past the year 9999 end there instead of failing", async (t, mode) => {
+  const { server } = t.context.servers[mode];
+  const latest = Date.parse("9999-12-31T23:59:59.999Z");
+  const trial = { ...SEATS, trialActivationPolicy: { trialPeriod: "3000000.00:00:00" } };
+  const { entitlementId, code } = await entitlementWithCode(server.baseUrl, trial, undefined, { isTrial: true });
+  const stored = await rest(server.baseUrl, "GET", `${ENTITLEMENTS}/${entitlementId}`);
+  t.is(Date.parse(stored.body.activationPolicy.trialActivationPolicy.trialEndsAt), latest);
+  t.is((await activate(server.baseUrl, { activationCode: code, fingerprint: "a" })).status, 200);
+  const longLease = {
+    claimBasedActivation: {
+      ...SEATS.claimBasedActivation,
+      leaseTime: "2920000.00:00:00",
+      gracePeriod: "3000000.00:00:00",
+    },
+  };
+  const leased = await entitlementWithCode(server.baseUrl, longLease);
+  const answer = await activate(server.baseUrl, { activationCode: leased.code, fingerprint: "b" });
+  t.is(answer.status, 200, JSON.stringify(answer.body));
+  const claims = licenseClaimsOf(answer.body.licenseToken);
+  t.is(claims.exp, Math.floor(latest / 1000));
+  t.is(claims.gex, Math.floor(latest / 1000));
+  t.is((await sessionCall(server.baseUrl, answer.body.licenseToken, "renew")).status, 200);
+});
+
 each("a trial's notValidAfterTimestamp moved later once the trial started still moves its end", async (t, mode) => {
   const { server, clock } = t.context.servers[mode];
   const at = (ms: number) => new Date(clock.now().getTime() + ms).toISOString();

@@ -770,4 +770,12 @@ test("Connect serves the same implementation", async (t) => {
   t.is(seats.entitlement?.activationPolicy?.claimBasedActivation?.numberOfSeats, 4);
   const error = ConnectError.from(await t.throwsAsync(client.getEntitlement({ entitlementId: UNKNOWN_ID })));
   t.is(error.code, Code.NotFound);
+  const withoutValue = ConnectError.from(
+    await t.throwsAsync(client.setActivationEnabled({ entitlementId: created.id })),
+  );
+  t.is(withoutValue.code, Code.InvalidArgument);
+  t.regex(withoutValue.rawMessage, /enable: is required/);
+  t.true((await client.getEntitlement({ entitlementId: created.id })).entitlement?.allowLicenseActivation);
+  const disabled = await client.setActivationEnabled({ entitlementId: created.id, enable: false });
+  t.false(disabled.entitlement?.allowLicenseActivation);
 });

@@ -1,6 +1,7 @@
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { setTimeout as delay } from "node:timers/promises";
 import anyTest, { type ExecutionContext, type TestFn } from "ava";
 import { importSPKI, jwtVerify } from "jose";
 import { ACTIVE_KEY_REFRESH_MS, LicenseKeys } from "../../src/licensing/license-keys.js";
@@ -123,6 +124,49 @@ each("check-in reports standing, renew extends the lease, release frees the floa
   const sessions = await rest(server.baseUrl, "GET", `${ENTITLEMENTS}/${entitlementId}/sessions?liveOnly=true`);
   t.is(sessions.status, 200);
   t.deepEqual(sessions.body.items.map((item: { fingerprint: string }) => item.fingerprint).sort(), ["c", "d"]);
+});
+
+each("ListSessions shows each session's last check-in or renewal within a few seconds", async (t, mode) => {
+  const { server, clock } = t.context.servers[mode];
+  const { entitlementId, code } = await entitlementWithCode(server.baseUrl, FLOATING);
+  const activated = await activate(server.baseUrl, {
+    activationCode: code,
+    fingerprint: "seen",
+    targetSoftwareVersion: "4.2",
+  });
+  const token = activated.body.licenseToken;
+  const lastCheckIn = async () => {
+    const listed = await rest(server.baseUrl, "GET", `${ENTITLEMENTS}/${entitlementId}/sessions`);
+    const [session] = listed.body.items;
+    t.like(session, { fingerprint: "seen", softwareVersion: "4.2", clientAddress: "127.0.0.1" });
+    return Date.parse(session.lastCheckInAt);
+  };
+  const reaches = async (expected: number, what: string) => {
+    const deadline = Date.now() + 5_000;
+    while ((await lastCheckIn()) !== expected && Date.now() < deadline) await delay(100);
+    t.is(await lastCheckIn(), expected, what);
+  };
+  await reaches(clock.now().getTime(), "the activation");
+  clock.advance(30_000);
+  t.is((await sessionCall(server.baseUrl, token, "check-in")).status, 200);
+  await reaches(clock.now().getTime(), "a check-in");
+  clock.advance(30_000);
+  t.is((await sessionCall(server.baseUrl, token, "renew")).status, 200);
+  await reaches(clock.now().getTime(), "a renewal");
+});
+
+each("a session a renewal shortened is over for its older token too, on renew as on check-in", async (t, mode) => {
+  const { server, clock } = t.context.servers[mode];
+  const { code } = await entitlementWithCode(server.baseUrl, FLOATING);
+  const older = (await activate(server.baseUrl, { activationCode: code, fingerprint: "short" })).body.licenseToken;
+  const shortened = await sessionCall(server.baseUrl, older, "renew", { requestedLeaseDuration: "00:00:10" });
+  t.is(shortened.status, 200, JSON.stringify(shortened.body));
+  clock.advance(75_000);
+  for (const call of ["check-in", "renew"] as const) {
+    const answer = await sessionCall(server.baseUrl, older, call);
+    t.is(answer.status, 401, `${call}: ${JSON.stringify(answer.body)}`);
+    t.is(answer.body.type, "urn:provision:problem:invalid-license-token", call);
+  }
 });
 
 each("a token works only for its own session, and an ended session's token stops at once", async (t, mode) => {

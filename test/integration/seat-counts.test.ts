@@ -381,8 +381,8 @@ test.serial("an instance whose clock is behind cannot renew a session whose seat
   for (const running of [ahead, behind]) running.clock.advance(LEASE_MS + GRACE_MS + 10_000);
   activated(t, await activate(ahead.server.baseUrl, { activationCode: code, fingerprint: "b" }));
   const renewal = await sessionCall(behind.server.baseUrl, a, "renew");
-  t.is(renewal.status, 403, JSON.stringify(renewal.body));
-  t.is(renewal.body.type, "urn:provision:problem:entitlement-expired");
+  t.is(renewal.status, 401, JSON.stringify(renewal.body));
+  t.is(renewal.body.type, "urn:provision:problem:invalid-license-token");
   await expectSeats(t, ahead.server.app.dataSource, entitlementId, 1);
 });
 

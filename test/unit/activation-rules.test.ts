@@ -264,6 +264,11 @@ test("checkActivation: lapsed subscription (no periods left, period over) is ref
   allowed(t, sub(-10 * 365 * DAY, -1), "never runs out");
 });
 
+test("checkActivation: an ended subscription the scheduler also set inactive is told as ended", (t) => {
+  const ended = subscriptionPolicy({ isSubscriptionActive: false, notValidAfterTimestamp: ts(0) });
+  refused(t, { entitlement: { policy: ended } }, "subscription-ended");
+});
+
 test("authenticationLevel: the stricter of policy and code; unset = 1", (t) => {
   t.is(authenticationLevel(undefined, code()), 1);
   t.is(authenticationLevel(policy({ requiredAuthenticationLevel: 2 }), code({ requiredAuthenticationLevel: 1 })), 2);

@@ -522,8 +522,10 @@ export const SessionStatusSchema: GenEnum<SessionStatus> = /*@__PURE__*/
  * `useInteractiveUser` the signed-in user's own bearer token is sent.
  * Failures answer a problem record: bad request (invalid data or activation
  * code, HTTP 400), forbidden by policy (e.g. authentication required, HTTP
- * 403), code not found or expired (HTTP 404), device already activated or
- * seat limit exceeded (conflict, HTTP 409).
+ * 403), code not found or expired (HTTP 404), seat limit or the code's device
+ * limit reached (conflict, HTTP 409). A device already activated on the
+ * entitlement is not refused: it gets a new session on its own seat (so an
+ * application may activate again after a lost answer), and its earlier session ends.
  *
  * The license token is a JWT signed by the provider's key; its `sid` claim is
  * the session id (UUID) used in the session paths and its `exp` claim is the
