@@ -167,24 +167,18 @@ export async function updateEntitlement(
   const violations = new Violations();
   checkUpdate(violations, request);
   violations.throwIfAny();
-  const entitlement = await changeEntitlement(
-    deps,
-    context,
-    request.entitlementId,
-    async (row, manager, now) => {
-      applyFields(row, request);
-      if (request.activationPolicy) row.activationPolicy = policyText(keptTrialEnd(request.activationPolicy, row));
-      if (row.isTemplate) {
-        if (row.licenseKey) throw invalidField("licenseKey", "must be empty on a template");
-        row.templateName = row.name;
-        row.templateVersion = row.version;
-      } else {
-        row.activationPolicy = policyText(withTrialEnd(policyOf(row), row.isEntitlementTrial, row.createdAt));
-      }
-      await applyFeatureUpdates(repositoryOf(deps), manager, row.id, request.features, now);
-    },
-    request.features.length > 0,
-  );
+  const entitlement = await changeEntitlement(deps, context, request.entitlementId, async (row, manager, now) => {
+    applyFields(row, request);
+    if (request.activationPolicy) row.activationPolicy = policyText(keptTrialEnd(request.activationPolicy, row));
+    if (row.isTemplate) {
+      if (row.licenseKey) throw invalidField("licenseKey", "must be empty on a template");
+      row.templateName = row.name;
+      row.templateVersion = row.version;
+    } else {
+      row.activationPolicy = policyText(withTrialEnd(policyOf(row), row.isEntitlementTrial, row.createdAt));
+    }
+    return applyFeatureUpdates(repositoryOf(deps), manager, row.id, request.features, now);
+  });
   return create(UpdateEntitlementResponseSchema, { entitlement });
 }
 
@@ -345,27 +339,30 @@ async function viewOf(repository: EntitlementRepository, manager: EntityManager,
 }
 
 /**
- * Changes one of the provider's entitlements in one transaction, its row locked: `change` edits the row,
- * which is then saved with its revision incremented; `entitlementChanged` follows the commit.
+ * Changes one of the provider's entitlements in one transaction, its row locked: `change` edits the row (and
+ * answers true when it changed a feature), which is then saved with its revision incremented; `entitlementChanged`
+ * follows the commit. A change that changes nothing writes nothing and announces nothing.
  */
 async function changeEntitlement(
   deps: LicensingDependencies,
   context: HandlerContext,
   entitlementId: string,
-  change: (row: EntitlementRow, manager: EntityManager, now: Date) => void | Promise<void>,
-  featuresChanged = false,
+  change: (row: EntitlementRow, manager: EntityManager, now: Date) => unknown,
 ): Promise<Entitlement> {
   const id = requireUuid("entitlementId", entitlementId);
   const providerId = providerOf(context);
   const repository = repositoryOf(deps);
   const events = deps.events.writes();
+  let changed = true;
   const entitlement = await translateUniqueViolations(() =>
     inTransaction(deps.dataSource, async (manager) => {
       const row = await repository.find(manager, providerId, id, true);
       if (!row) throw notFound("entitlement", id);
       const now = deps.clock.now();
       const before = { ...row };
-      await change(row, manager, now);
+      const featuresChanged = (await change(row, manager, now)) === true;
+      changed = featuresChanged || !sameColumns(before, row);
+      if (!changed) return viewOf(repository, manager, before);
       await markSubscriptionResumed(manager, before, row, now);
       const kinds = { before: seatKindOf(before), after: seatKindOf(row) };
       await recountSeatsForKind(manager, deps.store, { entitlementId: id, ...kinds, now });
@@ -382,8 +379,16 @@ async function changeEntitlement(
     }),
   );
   events.committed();
-  await deps.entitlementChanged(id);
+  if (changed) await deps.entitlementChanged(id);
   return withLiveUsage(deps, context, entitlement);
+}
+
+/** Whether a change left every column of the row as it was (its revision and updatedAt aside). */
+function sameColumns(before: EntitlementRow, after: EntitlementRow): boolean {
+  return (Object.keys(after) as (keyof EntitlementRow)[]).every((key) => {
+    const [was, is] = [before[key], after[key]];
+    return was instanceof Date && is instanceof Date ? was.getTime() === is.getTime() : was === is;
+  });
 }
 
 function newEntitlementRow(

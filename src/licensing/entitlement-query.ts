@@ -53,9 +53,18 @@ export const ENTITLEMENT_LIST: ListColumns<EntitlementField> = {
 
 const language = queryLanguage<EntitlementField>(ENTITLEMENT_FIELDS, "createdAt");
 
-/** Parses the ListEntitlements `filter`: the ListProducts syntax over ENTITLEMENT_FIELDS. */
+/**
+ * Parses the ListEntitlements `filter`: the ListProducts syntax over ENTITLEMENT_FIELDS. A customerId is stored
+ * lower-cased (a UUID), so the value compared with it is too.
+ */
 export function parseEntitlementFilter(input: string): EntitlementFilterTerm[] {
-  return language.parseFilter(input);
+  return language
+    .parseFilter(input)
+    .map((term) =>
+      term.kind === "compare" && term.field === "customerId" && typeof term.value === "string"
+        ? { ...term, value: term.value.toLowerCase() }
+        : term,
+    );
 }
 
 /** Parses the ListEntitlements `sortOrder`; blank sorts by createdAt. */

@@ -1,4 +1,4 @@
-import { randomBytes } from "node:crypto";
+import { randomBytes, randomUUID } from "node:crypto";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -445,6 +445,15 @@ for (const mode of MODES) {
     );
     const none = await list(filter("createdAt<2000-01-01"));
     t.like(none, { totalCount: 0, items: [] });
+
+    const customerId = randomUUID().toUpperCase();
+    await createEntitlement(server, { name: "Upper", reference: id, customerId });
+    const byCustomer = await list(filter(`customerId=${customerId}`));
+    t.deepEqual(
+      byCustomer.items.map((item: { customerId: string }) => item.customerId),
+      [customerId.toLowerCase()],
+      "the id as sent finds the entitlement it is stored lower-cased on",
+    );
   });
 
   test(`${mode}: update changes only what is sent, revokes, and follows the feature rules`, async (t) => {
@@ -525,6 +534,18 @@ for (const mode of MODES) {
       features: [{ id: locked.id, value: locked.value, isEnabled: locked.isEnabled }],
     });
     t.is(sentBack.status, 200, `a locked feature sent back as it stands: ${JSON.stringify(sentBack.body)}`);
+    t.is(sentBack.body.updatedAt, revoked.updatedAt, "a write that changes nothing leaves updatedAt");
+    const whole = { ...sentBack.body, features: sentBack.body.features.map(({ id }: { id: string }) => ({ id })) };
+    const unchanged = expectStatus(await rest(server.baseUrl, "PUT", path, whole), 200, "sent back whole");
+    t.deepEqual(unchanged, sentBack.body);
+    t.is(await revisionOf(server, created.id), revision + 3, "nor the revision");
+    const twice = await rest(server.baseUrl, "PUT", path, {
+      features: [
+        { id: seats.id, value: "1" },
+        { featureCode: "seats", value: "2" },
+      ],
+    });
+    assertInvalid(t, twice, ["features[1]"], "one feature named twice");
     t.is((await rest(server.baseUrl, "PUT", `${ENTITLEMENTS}/${UNKNOWN_ID}`, { name: "x" })).status, 404);
   });
 

@@ -110,3 +110,28 @@ for (const mode of ["MySQL", "SQLite"] as const) {
     }
   });
 }
+
+for (const mode of ["MySQL", "SQLite"] as const) {
+  test(`${mode}: an update that changes nothing announces no plan change`, async (t) => {
+    const server = t.context.servers[mode];
+    const tenant = await createProviderWithClient(server);
+    const headers = {
+      authorization: `Bearer ${await accessToken(server.baseUrl, tenant.clientId, tenant.clientSecret)}`,
+    };
+    await insertSubscription(server, { state: SubscriptionState.ACTIVE, providerId: tenant.providerId });
+    const policy = { claimBasedActivation: { numberOfSeats: 2 } };
+    const { entitlementId } = await entitlementWithCode(server.baseUrl, policy, undefined, {}, headers);
+    const path = `${ENTITLEMENTS}/${entitlementId}`;
+    const { body: entitlement } = await rest(server.baseUrl, "GET", path, undefined, headers);
+    const [feature] = entitlement.features;
+    const sameFeature = { id: feature.id, value: feature.value, isEnabled: feature.isEnabled };
+    t.is((await rest(server.baseUrl, "PUT", path, { ...entitlement, features: [sameFeature] }, headers)).status, 200);
+    const seats = `/api/v1/provision/operational/entitlement/entitlements/${entitlementId}/policies/claim-based/seats`;
+    t.is((await rest(server.baseUrl, "PUT", seats, { numberOfSeats: 2 }, headers)).status, 200);
+    t.deepEqual(await eventTypesOf(server, entitlementId), ["Entitlement.PlanApplied"], "its creation's alone");
+    const later = { id: feature.id, featureExpiration: "2030-01-01T00:00:00Z" };
+    const changed = await rest(server.baseUrl, "PUT", path, { features: [later] }, headers);
+    t.is(changed.status, 200, JSON.stringify(changed.body));
+    t.deepEqual(await eventTypesOf(server, entitlementId), ["Entitlement.PlanApplied", "Entitlement.PlanApplied"]);
+  });
+}
