@@ -126,7 +126,7 @@ async function writeBatch(
           valueMicro: reserved.after,
           limitMicro: reserved.limit,
           generation: reserved.generation,
-          backDated: ref.periodEnd !== null && ref.periodEnd <= receivedAt,
+          backDated: (ref.periodEnd !== null && ref.periodEnd <= receivedAt) || ref.periodStart > receivedAt,
         })),
       );
       return fresh.length;

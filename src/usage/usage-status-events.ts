@@ -28,8 +28,9 @@ export interface StatusObservation {
   /** A look again at the asset (its write's hint gone): clears the look-again it was asked for. */
   recheck?: boolean;
   /**
-   * Usage dated into a period that had ended when it arrived: it changes no status (the status followed is the
-   * latest period's). Usage dated while its period ran counts even when its write gets here after the end.
+   * Usage dated into a period that had ended when it arrived, or (a client's clock running ahead) into one not
+   * started yet: it changes no status (the status followed is the current period's). Usage dated while its period
+   * ran counts even when its write gets here after the end.
    */
   backDated?: boolean;
 }
@@ -117,7 +118,7 @@ export class UsageStatusEvents {
       ]);
       if (!next) continue;
       await this.store.saveStatus(manager, ref.assetId, next, now);
-      if (next.status !== stored.status) drafts.push(eventOf(committed, stored.status, next.status, now));
+      drafts.push(...eventsOf(stored, next, committed, now));
     }
     const events = this.outbox.writes();
     if (drafts.length > 0) await events.append(manager, drafts);
@@ -163,6 +164,24 @@ export class UsageStatusEvents {
       }
     }
   }
+}
+
+/**
+ * The events of a change from `stored` to `next`: none when the status stays; when a metered asset's new period
+ * starts above Normal after one that ended above it, its way back to Normal (dated the period's start, with
+ * nothing consumed), then the rise, as the roll-over job and the write after it would have told them. (A credit balance
+ * carries its credits into a new period: its status goes straight from one to the other.)
+ */
+function eventsOf(stored: StoredStatus, next: StoredStatus, observation: StatusObservation, now: Date): EventDraft[] {
+  if (next.status === stored.status && next.periodStart.getTime() === stored.periodStart.getTime()) return [];
+  const newPeriod = observation.ref.asset.metered && next.periodStart.getTime() > stored.periodStart.getTime();
+  if (!newPeriod || stored.status === NORMAL || next.status === NORMAL) {
+    return next.status === stored.status ? [] : [eventOf(observation, stored.status, next.status, now)];
+  }
+  return [
+    eventOf({ ...observation, valueMicro: 0 }, stored.status, NORMAL, next.periodStart),
+    eventOf(observation, NORMAL, next.status, now),
+  ];
 }
 
 /** What to store after the observation, or undefined to leave the stored status as it is. */

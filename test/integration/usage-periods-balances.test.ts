@@ -203,6 +203,52 @@ for (const kind of ["mysql", "embedded"] as const) {
   );
 
   test.serial(
+    `${kind}: a new period's first write, before the scheduler's tick, reports the way back to Normal, then its rise`,
+    async (t) => {
+      const { server, clock, entitlement, session } = await sessionOnClock(t.context, kind, [HOURLY]);
+      t.is((await sendUsage(server.baseUrl, session, usageItems("hourly", [110]))).status, 200);
+      await advance(server, clock, HOUR);
+      t.is((await sendUsage(server.baseUrl, session, usageItems("hourly", [105], 2))).status, 200);
+      const events = await assetEvents(server, entitlement.entitlementId, "hourly");
+      t.deepEqual(
+        events.map((data) => [data.previousSeverity, data.severity, data.consumption]),
+        [
+          [1, 2, 110],
+          [2, 1, 0],
+          [1, 2, 105],
+        ],
+      );
+      t.is(Date.parse(events[1].periodStart) - Date.parse(events[0].periodStart), HOUR);
+      t.is(events[2].periodStart, events[1].periodStart);
+      await server.app.scheduler.tick();
+      t.is((await assetEvents(server, entitlement.entitlementId, "hourly")).length, 3, "the tick adds nothing");
+    },
+  );
+
+  test.serial(
+    `${kind}: an item dated into the next period (a clock running ahead) counts there and moves no status`,
+    async (t) => {
+      const { server, clock, entitlement, session } = await sessionOnClock(t.context, kind, [HOURLY]);
+      const nextHour = Math.ceil((clock.now().getTime() + 1) / HOUR) * HOUR;
+      await advance(server, clock, nextHour - 60_000 - clock.now().getTime());
+      const ahead = new Date(nextHour + 1000).toISOString();
+      const early = [{ transactionId: 1, eventName: "hourly", eventData: "105", creationDateTime: ahead }];
+      t.is((await sendUsage(server.baseUrl, session, early)).status, 200);
+      t.is((await sendUsage(server.baseUrl, session, usageItems("hourly", [121 - 1], 2))).status, 200);
+      t.like(await usageOf(server, entitlement.entitlementId, "hourly"), { consumption: 120, severity: 2 });
+      t.deepEqual(
+        (await assetEvents(server, entitlement.entitlementId, "hourly")).map((data) => [
+          data.previousSeverity,
+          data.severity,
+          Date.parse(data.periodStart),
+        ]),
+        [[1, 2, nextHour - HOUR]],
+        "the current period's crossing, not the next one's",
+      );
+    },
+  );
+
+  test.serial(
     `${kind}: an item dated in the previous period counts there, not in the current one, and raises no event`,
     async (t) => {
       const server = t.context.servers[kind];
