@@ -1,6 +1,10 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { type ActivationInvitation, ActivationInvitationSchema } from "../../gen/provision/v1/entitlement_pb.js";
+import {
+  type ActivationInvitation,
+  ActivationInvitationSchema,
+  RequiredAuthenticationLevel,
+} from "../../gen/provision/v1/entitlement_pb.js";
 import type { ActivatedDevice } from "./activation-code-store.js";
 import type { ActivationCodeRow } from "./entities.js";
 
@@ -47,6 +51,7 @@ export function toActivationInvitation(
     isTrialActivation: row.isTrialActivation,
     useEntitlementMaxActivations: row.useEntitlementMaxActivations,
     isDeleted: row.isDeleted,
-    requiredAuthenticationLevel: row.requiredAuthenticationLevel,
+    // Unset (0) means ActivationCode (1): shown as the contract allows it.
+    requiredAuthenticationLevel: Math.max(RequiredAuthenticationLevel.ACTIVATION_CODE, row.requiredAuthenticationLevel),
   });
 }

@@ -8,6 +8,7 @@ import {
   type EntitlementFeature,
   EntitlementFeatureSchema,
   EntitlementSchema,
+  RequiredAuthenticationLevel,
 } from "../../gen/provision/v1/entitlement_pb.js";
 import type { EntitlementFeatureRow, EntitlementRow } from "./entities.js";
 import { addMs, durationMs } from "./policy-time.js";
@@ -34,7 +35,7 @@ export function toEntitlement(
     isTemplateForNewEntitlements: row.isTemplate,
     products,
     features: features.map(toEntitlementFeature),
-    activationPolicy: policyOf(row),
+    activationPolicy: shownPolicyOf(row),
     orderId: row.orderId,
     reference: row.reference,
     createdAt: timestampFromDate(row.createdAt),
@@ -64,13 +65,30 @@ export function toEntitlementFeature(row: EntitlementFeatureRow): EntitlementFea
   });
 }
 
+function shownPolicyOf(row: Pick<EntitlementRow, "activationPolicy">): ActivationPolicy | undefined {
+  const policy = policyOf(row);
+  return policy && withLevelShown(policy);
+}
+
 /** The stored activation policy, or undefined when there is none. */
 export function policyOf(row: Pick<EntitlementRow, "activationPolicy">): ActivationPolicy | undefined {
   return row.activationPolicy ? fromJsonString(ActivationPolicySchema, row.activationPolicy) : undefined;
 }
 
+/** The policy as stored: an unset authentication level is stored as the level it means, ActivationCode (1). */
 export function policyText(policy: ActivationPolicy | undefined): string | null {
-  return policy ? toJsonString(ActivationPolicySchema, policy) : null;
+  return policy ? toJsonString(ActivationPolicySchema, withLevelShown(policy)) : null;
+}
+
+/**
+ * The policy with its authentication level as the contract allows it (1, 2 or 3): an unset level (0, from a
+ * client or a policy stored before) means ActivationCode (1).
+ */
+function withLevelShown(policy: ActivationPolicy): ActivationPolicy {
+  if (policy.requiredAuthenticationLevel !== RequiredAuthenticationLevel.UNSPECIFIED) return policy;
+  const shown = clone(ActivationPolicySchema, policy);
+  shown.requiredAuthenticationLevel = RequiredAuthenticationLevel.ACTIVATION_CODE;
+  return shown;
 }
 
 /**

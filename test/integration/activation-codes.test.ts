@@ -130,7 +130,7 @@ for (const database of ["MySQL", "SQLite"]) {
       isDeleted: false,
       activationRequiresValidDeviceId: false,
       registeredFingerprints: [],
-      requiredAuthenticationLevel: 0,
+      requiredAuthenticationLevel: 1,
       maxDeviceActivations: 0,
       activationCodeUseCount: 0,
       maxActivationCodeUseCount: 0,

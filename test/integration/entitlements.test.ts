@@ -169,6 +169,7 @@ for (const mode of MODES) {
     );
     const trialEnd = Date.parse(created.activationPolicy.trialActivationPolicy.trialEndsAt) - 7 * DAY_MS;
     t.true(trialEnd > before && trialEnd <= after, "the trial ends a trialPeriod after creation");
+    t.is(created.activationPolicy.requiredAuthenticationLevel, 1, "unset: the level it means, as the contract has it");
 
     const read = await rest(server.baseUrl, "GET", `${ENTITLEMENTS}/${created.id}`);
     t.is(read.status, 200);

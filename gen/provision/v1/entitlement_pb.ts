@@ -1982,7 +1982,7 @@ export const EndSessionResponseSchema: GenMessage<EndSessionResponse> = /*@__PUR
  */
 export enum RequiredAuthenticationLevel {
   /**
-   * 0: not set; treated as ActivationCode (1).
+   * 0: not set; treated as ActivationCode (1), and answered as 1.
    *
    * @generated from enum value: REQUIRED_AUTHENTICATION_LEVEL_UNSPECIFIED = 0;
    */
