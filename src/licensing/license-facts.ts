@@ -88,6 +88,15 @@ function licensedFeatures(features: EntitlementFeatureRow[], productIds: readonl
   return licensed.sort((a, b) => (position.get(a.productId) ?? 0) - (position.get(b.productId) ?? 0));
 }
 
+/**
+ * An inactive subscription under softEnforcement: its licenses run in grace (check-in status GracePeriod), with the
+ * features available during the grace period only. (An inactive one without it is refused before any claim.)
+ */
+function subscriptionInGrace(facts: EntitlementFacts): boolean {
+  const subscription = facts.policy?.subscriptionPolicy;
+  return subscription !== undefined && !subscription.isSubscriptionActive;
+}
+
 /** The claims of a license for a session with this lease: features as the rules enable them now. */
 export function licenseClaimsFor(license: {
   entitlement: EntitlementRow;
@@ -101,7 +110,8 @@ export function licenseClaimsFor(license: {
 }): LicenseClaims {
   const { entitlement, facts, lease, trial, now } = license;
   const licensed = licensedFeatures(license.features, facts.productIds).map(featureFacts);
-  const features = firstPerKey(enabledFeatures(licensed, { trial, inGrace: false }, now));
+  const inGrace = subscriptionInGrace(facts);
+  const features = firstPerKey(enabledFeatures(licensed, { trial, inGrace }, now));
   return buildLicenseClaims({
     providerId: entitlement.providerId,
     entitlementId: entitlement.id,

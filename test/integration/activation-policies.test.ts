@@ -238,6 +238,7 @@ each("an inactive subscription refuses activation unless enforcement is soft, wh
   const warned = await entitlementWithCode(server.baseUrl, soft);
   const answer = await activate(server.baseUrl, { activationCode: warned.code, fingerprint: "a" });
   t.is(answer.status, 200);
+  t.deepEqual(licenseClaimsOf(answer.body.licenseToken).fea, {}, "in grace: only features available during it");
   const checkIn = await sessionCall(server.baseUrl, answer.body.licenseToken, "check-in");
   t.is(checkIn.body.status, 2);
   t.false(checkIn.body.isSubscriptionActive);
@@ -253,6 +254,8 @@ each("an inactive subscription refuses activation unless enforcement is soft, wh
     1,
     "seen at the next check-in",
   );
+  const renewed = await sessionCall(server.baseUrl, answer.body.licenseToken, "renew");
+  t.deepEqual(licenseClaimsOf(renewed.body.licenseToken).fea, { export: "10" }, "active again: every feature");
 });
 
 each("level 2 needs the invitation's email, case-insensitively", async (t, mode) => {
