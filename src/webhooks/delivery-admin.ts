@@ -23,6 +23,7 @@ import { requireUuid, Violations } from "../platform/validation.js";
 import { providerOf } from "../server/tenant.js";
 import { DELIVERY_STATUS } from "./delivery-store.js";
 import type { WebhookDeliveryRow } from "./entities.js";
+import { CHALLENGE_EVENT_TYPE } from "./event-catalog.js";
 import { findSubscription } from "./subscription-admin.js";
 import type { WebhookDependencies } from "./webhook-dependencies.js";
 import { toDelivery, toDeliveryAttempt } from "./webhook-mappers.js";
@@ -89,6 +90,13 @@ export async function requeueDelivery(
       throw new DomainError("failed-precondition", "only a failed delivery can be requeued", {
         slug: "delivery-not-failed",
       });
+    }
+    if (found.eventType === CHALLENGE_EVENT_TYPE) {
+      throw new DomainError(
+        "failed-precondition",
+        "a failed registration challenge is not requeued: POST …/subscriptions/{id}/verify, or set state 2 (Active) to send a new one",
+        { slug: "challenge-not-requeued" },
+      );
     }
     const subscription = await deps.subscriptions.find(manager, providerId, found.subscriptionId);
     if (!subscription) throw notFound("subscription", found.subscriptionId);

@@ -233,10 +233,11 @@ export class DeliveryStore {
     dueAt: Date | null,
   ): Promise<number> {
     const [column, value] = where.id ? ["id", where.id] : ["subscription_id", where.subscriptionId];
+    // A failed challenge is never sent again: the subscription's next challenge (verify, re-enable) replaces it.
     return changedRows(
       manager,
-      `UPDATE webhook_deliveries SET status = ?, next_attempt_at = ?, schedule_step = 0, completed_at = NULL WHERE ${column} = ? AND status = ?`,
-      [DELIVERY_STATUS.pending, dueAt ? this.date(dueAt) : null, value, DELIVERY_STATUS.failed],
+      `UPDATE webhook_deliveries SET status = ?, next_attempt_at = ?, schedule_step = 0, completed_at = NULL WHERE ${column} = ? AND status = ? AND event_type <> ?`,
+      [DELIVERY_STATUS.pending, dueAt ? this.date(dueAt) : null, value, DELIVERY_STATUS.failed, CHALLENGE_EVENT_TYPE],
     );
   }
 

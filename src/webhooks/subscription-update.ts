@@ -43,7 +43,8 @@ export async function updateSubscription(
     if (plain.callbackScopes !== undefined) row.callbackClientId = callerOf(context).clientId;
     if (url !== undefined && url !== row.url) {
       row.url = url;
-      await reverify(deps, manager, row, now);
+      // A Disabled subscription stays so: enabling it sends the new URL its challenge.
+      if (row.state !== SubscriptionState.DISABLED) await reverify(deps, manager, row, now);
     }
     if (state !== undefined) await applyState(deps, manager, row, state, now);
   });
@@ -75,7 +76,7 @@ async function changesOf(
   const changes: Changes = {};
   if (named("eventTypes", request.eventTypes.length > 0)) {
     if (request.eventTypes.length === 0) violations.add("eventTypes", "cannot be emptied");
-    changes.eventTypes = JSON.stringify(eventTypesOf(violations, request.eventTypes));
+    else changes.eventTypes = JSON.stringify(eventTypesOf(violations, request.eventTypes));
   }
   if (named("filter", request.filter !== undefined)) changes.filter = filterOf(violations, request.filter);
   if (named("callbackScopes", request.callbackScopes.length > 0)) {

@@ -22,7 +22,10 @@ export async function testFireSubscription(
   context: HandlerContext,
 ): Promise<TestFireSubscriptionResponse> {
   const entry = findEventType(request.eventType);
-  if (!entry?.dataSchema || entry.type === CHALLENGE_EVENT_TYPE) {
+  if (entry?.type === CHALLENGE_EVENT_TYPE) {
+    throw invalidField("eventType", "cannot be the registration challenge: POST …/subscriptions/{id}/verify sends one");
+  }
+  if (!entry?.dataSchema) {
     throw invalidField("eventType", "must be an event type the service sends (see GET /api/v1/webhooks/schemas)");
   }
   const dataSchema = entry.dataSchema;

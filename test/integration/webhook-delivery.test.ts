@@ -4,6 +4,7 @@ import path from "node:path";
 import anyTest, { type ExecutionContext, type TestFn } from "ava";
 import { Webhook } from "standardwebhooks";
 import { activate, ENTITLEMENTS, entitlementWithCode, sessionIdOf } from "../support/licensing.js";
+import { pollUntil } from "../support/poll.js";
 import { rest } from "../support/rest.js";
 import { startTestServer, type TestServer } from "../support/test-server.js";
 import { WebhookReceiver } from "../support/webhook-receiver.js";
@@ -422,3 +423,43 @@ each(
     }
   },
 );
+
+each("a failed challenge is not requeued; a Disabled subscription given a new URL stays Disabled", async (t, mode) => {
+  const server = t.context.servers[mode];
+  const receiver = await WebhookReceiver.start();
+  const moved = await WebhookReceiver.start();
+  try {
+    receiver.answer = () => ({ status: 500 });
+    const created = await rest(server.baseUrl, "POST", SUBSCRIPTIONS, { url: receiver.url(), eventTypes: ["*"] });
+    const id = created.body.subscription.id as string;
+    moved.secret = created.body.secret;
+    const failed = await pollUntil("the failed challenge", async () => {
+      const listed = await rest(server.baseUrl, "GET", `${SUBSCRIPTIONS}/${id}/deliveries?status=3`);
+      return listed.body.items[0];
+    });
+    const requeued = await rest(server.baseUrl, "POST", `/api/v1/webhooks/admin/deliveries/${failed.id}/requeue`, {});
+    t.is(requeued.status, 409, JSON.stringify(requeued.body));
+    t.is(requeued.body.type, "urn:provision:problem:challenge-not-requeued");
+    const all = await rest(server.baseUrl, "POST", `${SUBSCRIPTIONS}/${id}/requeue-failed`, {});
+    t.is(all.body.requeued, 0);
+
+    t.is((await rest(server.baseUrl, "PATCH", `${SUBSCRIPTIONS}/${id}`, { state: 3 })).body.state, 3);
+    const changed = await rest(server.baseUrl, "PATCH", `${SUBSCRIPTIONS}/${id}`, { url: moved.url() });
+    t.is(changed.status, 200, JSON.stringify(changed.body));
+    t.is(changed.body.state, 3, "still Disabled");
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    t.is(moved.received.length, 0, "no challenge sent");
+    t.is((await rest(server.baseUrl, "PATCH", `${SUBSCRIPTIONS}/${id}`, { state: 2 })).body.state, 1);
+    await waitForState(server, id, 2);
+    t.is(moved.received[0]?.envelope.type, "Webhooks.Registration.Challenge", "enabling it challenged the new URL");
+    const emptied = await rest(server.baseUrl, "PATCH", `${SUBSCRIPTIONS}/${id}`, { updateMask: "eventTypes" });
+    t.deepEqual(emptied.body.errors, [{ field: "eventTypes", message: "cannot be emptied" }]);
+    const challenge = await rest(server.baseUrl, "POST", `${SUBSCRIPTIONS}/${id}/test-fire`, {
+      eventType: "Webhooks.Registration.Challenge",
+    });
+    t.regex(challenge.body.errors[0].message, /verify/);
+  } finally {
+    await receiver.close();
+    await moved.close();
+  }
+});
