@@ -4,6 +4,10 @@ export interface ProviderRow {
   id: string;
   name: string;
   createdAt: Date;
+  /** What its licenses say of it (License.copyright, providerUrl, providerEmail); null = not set. */
+  copyright?: string | null;
+  url?: string | null;
+  email?: string | null;
 }
 
 export interface ClientRow {
@@ -50,6 +54,9 @@ export const ProviderEntity = new EntitySchema<ProviderRow>({
     id: { type: "varchar", length: 36, primary: true },
     name: { type: "varchar", length: 255 },
     createdAt: datetime("created_at"),
+    copyright: { type: "varchar", length: 255, nullable: true },
+    url: { type: "varchar", length: 2048, nullable: true },
+    email: { type: "varchar", length: 320, nullable: true },
   },
 });
 

@@ -30,6 +30,10 @@ export class IdentityRepository {
     return this.dataSource.getRepository(ProviderEntity).find({ order: { createdAt: "ASC", id: "ASC" } });
   }
 
+  async updateProvider(id: string, changes: Partial<Omit<ProviderRow, "id" | "createdAt">>): Promise<void> {
+    await writeSerially(this.dataSource, () => this.dataSource.getRepository(ProviderEntity).update({ id }, changes));
+  }
+
   async findProvider(id: string): Promise<ProviderRow | null> {
     return this.dataSource.getRepository(ProviderEntity).findOneBy({ id });
   }

@@ -4,10 +4,11 @@ import type { DataSource } from "typeorm";
 import { connectInvalidationBus, openDatabase } from "../app.js";
 import { toClient } from "../auth/client-admin-calls.js";
 import { CLIENT_CHANGED_CHANNEL } from "../auth/client-states.js";
-import type { ClientRow } from "../auth/entities.js";
+import type { ClientRow, ProviderRow } from "../auth/entities.js";
 import { IdentityRepository } from "../auth/identity-repository.js";
 import { isSealed } from "../auth/key-sealing.js";
 import { addSigningKey, KEY_REFRESH_MS, PUBLISH_BEFORE_SIGNING_MS } from "../auth/key-store.js";
+import { type ProviderNotices, providerNoticeProblem } from "../auth/provider-notices.js";
 import { isValidScope, parseScopeList } from "../auth/scopes.js";
 import { generateClientSecret, hashSecret, newTokenGeneration } from "../auth/secrets.js";
 import { type Clock, systemClock } from "../platform/clock.js";
@@ -22,6 +23,8 @@ import { isUuid } from "../platform/validation.js";
 const NAME_MAX_CHARACTERS = 255;
 
 class UsageError extends Error {}
+
+const NOTICES = ["copyright", "url", "email"] as const;
 
 interface CommandContext {
   identity: IdentityRepository;
@@ -44,23 +47,33 @@ interface Command {
 
 const COMMANDS: Record<string, Command> = {
   "providers create": {
-    usage: "providers create --name NAME",
-    options: ["name"],
+    usage: "providers create --name NAME [--copyright TEXT] [--url URL] [--email EMAIL]",
+    options: ["name", ...NOTICES],
     async run({ identity, clock, options }) {
-      const row = { id: randomUUID(), name: requiredName(options), createdAt: clock.now() };
+      const row = { id: randomUUID(), name: requiredName(options), createdAt: clock.now(), ...noticesOf(options) };
       await identity.insertProvider(row);
-      return { providerId: row.id, name: row.name, createdAt: row.createdAt.toISOString() };
+      return providerJson(row);
+    },
+  },
+
+  "providers update": {
+    usage: 'providers update PROVIDER_ID [--name NAME] [--copyright TEXT] [--url URL] [--email EMAIL] ("" clears)',
+    options: ["name", ...NOTICES],
+    positionals: ["PROVIDER_ID"],
+    async run({ identity, options, positionals }) {
+      const id = await existingProvider(identity, positionals[0]);
+      const changes = { ...(options.name !== undefined ? { name: requiredName(options) } : {}), ...noticesOf(options) };
+      if (Object.keys(changes).length === 0)
+        throw new UsageError("name at least one of --name, --copyright, --url, --email");
+      await identity.updateProvider(id, changes);
+      return providerJson((await identity.findProvider(id)) as ProviderRow);
     },
   },
 
   "providers list": {
     usage: "providers list",
     async run({ identity }) {
-      return (await identity.listProviders()).map((row) => ({
-        providerId: row.id,
-        name: row.name,
-        createdAt: row.createdAt.toISOString(),
-      }));
+      return (await identity.listProviders()).map(providerJson);
     },
   },
 
@@ -181,6 +194,30 @@ ${Object.values(COMMANDS)
   .join("\n")}
 Every command uses DATABASE_URL (as the server does) and prints JSON.`;
 
+/** The notices given as options (an empty value clears one); a usage error for one that cannot be stored. */
+function noticesOf(options: Record<string, string | undefined>): Partial<ProviderNotices> {
+  const notices: Partial<ProviderNotices> = {};
+  for (const field of NOTICES) {
+    const value = options[field];
+    if (value === undefined) continue;
+    const problem = providerNoticeProblem(field, value);
+    if (problem) throw new UsageError(`--${field} ${problem}`);
+    notices[field] = value === "" ? null : value;
+  }
+  return notices;
+}
+
+function providerJson(row: ProviderRow) {
+  return {
+    providerId: row.id,
+    name: row.name,
+    copyright: row.copyright ?? null,
+    url: row.url ?? null,
+    email: row.email ?? null,
+    createdAt: row.createdAt.toISOString(),
+  };
+}
+
 function clientJson(row: ClientRow) {
   const client = toClient(row);
   return {
@@ -246,7 +283,7 @@ function parseCommand(command: Command, args: string[]): Pick<CommandContext, "o
   for (const [name, values] of Object.entries(parsed.values)) {
     const list = values as string[];
     if (list.length > 1) throw new UsageError(`--${name} is given more than once`);
-    options[name] = list[0]?.trim() || undefined;
+    options[name] = list[0]?.trim();
   }
   const expected = command.positionals ?? [];
   const { positionals } = parsed;

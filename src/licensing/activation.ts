@@ -47,6 +47,7 @@ import { codeFacts, licenseClaimsFor } from "./license-facts.js";
 import type { LicenseKeys } from "./license-keys.js";
 import type { LicenseTokens } from "./license-tokens.js";
 import type { ProductStatuses } from "./product-lifecycle.js";
+import type { ProviderNoticesCache } from "./provider-notices-cache.js";
 import { seatCheck } from "./seat-allocation.js";
 import { type SeatPlan, type SeatPlans, sameStatements } from "./seat-plans.js";
 import type { SessionStore } from "./session-store.js";
@@ -80,6 +81,8 @@ export interface ActivationDependencies {
   /** Activations arriving together (of any entitlements), written in one transaction. */
   activationGroups: ActivationGroups;
   entitlementTurns: EntitlementTurns;
+  /** What each provider's licenses say of it (copyright, URL, email). */
+  providerNotices: ProviderNoticesCache;
 }
 
 /** The fields ActivateLicense and ActivateJwt share. */
@@ -380,15 +383,19 @@ async function licenseOf(deps: ActivationDependencies, activated: Activated, now
     trial: activated.trial,
     now,
   });
-  const [licenseToken, tokenPublicKeyBase64] = await Promise.all([
+  const [licenseToken, tokenPublicKeyBase64, notices] = await Promise.all([
     deps.tokens.sign(claims),
     deps.keys.publicKeyBase64(entitlement.providerId),
+    deps.providerNotices.of(entitlement.providerId),
   ]);
   return create(LicenseSchema, {
     licenseToken,
     tokenPublicKeyBase64,
     version: 1,
     legalNotice: entitlement.legalNoticeHtml ?? "",
+    copyright: notices.copyright ?? "",
+    providerUrl: notices.url ?? "",
+    providerEmail: notices.email ?? "",
     description: entitlement.description ?? "",
     licensedProducts: claims.productIds,
   });

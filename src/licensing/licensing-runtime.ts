@@ -22,6 +22,7 @@ import { LicenseTokens } from "./license-tokens.js";
 import { LicensingCaches } from "./licensing-caches.js";
 import type { LicensingDependencies } from "./licensing-dependencies.js";
 import { ProductStatuses } from "./product-lifecycle.js";
+import { ProviderNoticesCache } from "./provider-notices-cache.js";
 import { SeatPlans } from "./seat-plans.js";
 import type { SessionCallDependencies } from "./session-calls.js";
 import { SessionStore } from "./session-store.js";
@@ -77,6 +78,7 @@ export async function createLicensing(options: {
     entitlementProducts: new EntitlementProductCache(),
     productStatuses: await ProductStatuses.create(options.bus, clock),
     activationGroups: new ActivationGroups(),
+    providerNotices: new ProviderNoticesCache(dataSource, clock),
   };
   return {
     dependencies,

@@ -4,6 +4,7 @@ import anyTest, { type ExecutionContext, type TestFn } from "ava";
 import mysql from "mysql2/promise";
 import { accessToken, requestToken } from "../support/auth.js";
 import { cli, cliFailure, cliFailureWithEnv, cliWithEnv } from "../support/cli.js";
+import { activate, entitlementWithCode } from "../support/licensing.js";
 import { pollUntil } from "../support/poll.js";
 import { PRODUCTS, rest } from "../support/rest.js";
 import { createTestDatabase, startTestServer, type TestServer } from "../support/test-server.js";
@@ -259,4 +260,46 @@ test.serial("a name longer than the API's 255 characters is a usage error; 255 a
   const longest = await cli(databaseUrl, ...create("é".repeat(255)));
   t.is(longest.name, "é".repeat(255));
   t.is(Number(await clientsOf()), 1);
+});
+
+test.serial("a provider's copyright, URL and email are set by the CLI and carried by its licenses", async (t) => {
+  const { databaseUrl, server } = t.context;
+  const provider = await cli(databaseUrl, "providers", "create", "--name", "Noticed", "--copyright", "© 2026 Noticed");
+  t.like(provider, { copyright: "© 2026 Noticed", url: null, email: null });
+  const updated = await cli(
+    databaseUrl,
+    ...["providers", "update", provider.providerId, "--url", "https://noticed.example/licensing"],
+    ...["--email", "licensing@noticed.example", "--copyright", "© 2026 Noticed Ltd"],
+  );
+  t.like(updated, {
+    name: "Noticed",
+    copyright: "© 2026 Noticed Ltd",
+    url: "https://noticed.example/licensing",
+    email: "licensing@noticed.example",
+  });
+  for (const [option, value] of [
+    ["--url", "ftp://noticed.example"],
+    ["--email", "not an address"],
+    ["--copyright", "c".repeat(256)],
+  ]) {
+    const refused = await cliFailure(databaseUrl, "providers", "update", provider.providerId, option, value);
+    t.is(refused.code, 2, option);
+    t.regex(refused.stderr, new RegExp(`^${option} `), option);
+  }
+  t.is((await cliFailure(databaseUrl, "providers", "update", provider.providerId)).code, 2, "nothing to change");
+
+  const client = await cli(
+    ...[databaseUrl, "clients", "create", "--name", "noticed", "--scopes", "catalog:*,entitlements:*"],
+    ...["--provider", provider.providerId],
+  );
+  const authorization = `Bearer ${await accessToken(server.baseUrl, client.clientId, client.clientSecret)}`;
+  const { code } = await entitlementWithCode(server.baseUrl, {}, undefined, {}, { authorization });
+  const license = await activate(server.baseUrl, { activationCode: code, fingerprint: "noticed" });
+  t.like(license.body, {
+    copyright: "© 2026 Noticed Ltd",
+    providerUrl: "https://noticed.example/licensing",
+    providerEmail: "licensing@noticed.example",
+  });
+  const cleared = await cli(databaseUrl, "providers", "update", provider.providerId, "--email", "");
+  t.is(cleared.email, null, '"" clears it');
 });

@@ -1,6 +1,7 @@
 import test, { type ExecutionContext } from "ava";
 import type { DatabaseConfig } from "../../src/platform/config.js";
 import { createDataSource, migrate } from "../../src/platform/database.js";
+import { PreAuthorizedDeviceLimits1765296000000 } from "../../src/platform/migrations/0019-pre-authorized-device-limits.js";
 import { migrations } from "../../src/platform/migrations/index.js";
 import { activate, ENTITLEMENTS, entitlementWithCode } from "../support/licensing.js";
 import { freshDatabase } from "../support/migration-databases.js";
@@ -10,14 +11,18 @@ import { rest } from "../support/rest.js";
 // meant one device) the number of its pre-authorized devices as its limit, as codes issued since are given.
 const NODE_LOCKED = { claimBasedActivation: { numberOfSeats: 0, isFloatingLicense: false } };
 
-/** Stores these codes' limits as a code issued before 2026-11-29 had them, then applies 0019 again. */
+/** Stores these codes' limits as a code issued before 2026-11-29 had them, then applies 0019 (and those after) again. */
 async function storeAsBefore0019(t: ExecutionContext, config: DatabaseConfig, codes: string[]) {
   const dataSource = await createDataSource(config, [], migrations).initialize();
   t.teardown(() => (dataSource.isInitialized ? dataSource.destroy() : undefined));
-  await dataSource.undoLastMigration({ transaction: "each" });
+  const since0019 = migrations.slice(migrations.indexOf(PreAuthorizedDeviceLimits1765296000000));
+  for (const _ of since0019) await dataSource.undoLastMigration({ transaction: "each" });
   const marks = codes.map(() => "?").join(", ");
   await dataSource.query(`UPDATE activation_codes SET max_device_activations = 0 WHERE code IN (${marks})`, codes);
-  t.deepEqual(await migrate(dataSource), ["PreAuthorizedDeviceLimits1765296000000"]);
+  t.deepEqual(
+    await migrate(dataSource),
+    since0019.map((migration) => migration.name),
+  );
   await dataSource.destroy();
 }
 

@@ -51,7 +51,8 @@ export type License = Message<"provision.v1.License"> & {
   legalNotice: string;
 
   /**
-   * The provider's copyright line.
+   * The provider's copyright line, web address and contact email, as the operator set them
+   * (`providers update`); empty when not set.
    *
    * @generated from field: string copyright = 5;
    */

@@ -17,6 +17,7 @@ import { UsageTransactionIndex1765036800000 } from "./0016-usage-transaction-ind
 import { CacheInvalidations1765123200000 } from "./0017-cache-invalidations.js";
 import { UsageRecheckPeriod1765209600000 } from "./0018-usage-recheck-period.js";
 import { PreAuthorizedDeviceLimits1765296000000 } from "./0019-pre-authorized-device-limits.js";
+import { ProviderNotices1765382400000 } from "./0020-provider-notices.js";
 
 /** Every migration, oldest first. Never edit one that has shipped: add the next. */
 export const migrations = [
@@ -39,4 +40,5 @@ export const migrations = [
   CacheInvalidations1765123200000,
   UsageRecheckPeriod1765209600000,
   PreAuthorizedDeviceLimits1765296000000,
+  ProviderNotices1765382400000,
 ];
