@@ -39,7 +39,7 @@ export async function assetUsageOf(
       tier: tier?.name ?? "",
       severity: tier?.severity ?? OverageSeverity.NORMAL,
       quotaUsagePolicy: tier?.policy ?? QuotaUsagePolicy.ALLOW,
-      limit: blockCapMicro === undefined ? 0 : fromMicro(blockCapMicro),
+      limit: blockCapMicro === undefined ? undefined : fromMicro(blockCapMicro),
       accumulationMethod: mode === "peak" ? 1 : 0,
     });
   }
@@ -68,7 +68,7 @@ async function balanceUsageOf(
     tier: quota,
     severity: severityOfBalance(status),
     quotaUsagePolicy: status === CreditBalanceStatus.DEPLETED ? QuotaUsagePolicy.BLOCK : QuotaUsagePolicy.ALLOW,
-    limit: credits === null ? 0 : fromMicro(credits),
+    limit: credits === null ? undefined : fromMicro(credits),
     balanceStatus: status,
     creditsLeft: credits === null ? 0 : fromMicro(Math.max(0, credits - used)),
     isUnlimitedCredits: credits === null,

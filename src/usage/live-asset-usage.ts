@@ -44,7 +44,7 @@ export async function fillLiveAssetUsage(deps: UsageDependencies, entitlement: E
 
 function fillBalance(balance: BalanceUsage, usage: AssetUsage): void {
   balance.creditsUsed = usage.consumption;
-  balance.totalCredits = usage.limit;
+  balance.totalCredits = usage.limit ?? 0;
   balance.cumulativeCreditsUsed = usage.cumulativeCreditsUsed;
   balance.lastDeposit = usage.lastDeposit;
   balance.lastAutoBalanceDate = usage.lastAutoBalanceDate;

@@ -97,7 +97,7 @@ export async function reserveAndRecord(
 export function amountOf(amount: number): number {
   const micro = toMicro(amount);
   if (micro === undefined || micro <= 0) {
-    throw invalidArgument("amount must be a positive number of at most 10^9 units (the query parameter ?amount=)", [
+    throw invalidArgument("amount must be a positive number of at most 10^9 units", [
       { field: "amount", message: "must be a positive number of at most 10^9 units" },
     ]);
   }

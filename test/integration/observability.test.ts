@@ -156,6 +156,16 @@ each("transactionIds beyond 2^53 keep every digit", async (t, mode) => {
   t.is(listed.body.items[0].transactionId, big);
 });
 
+each("text that is not well-formed (a lone surrogate) is refused, not stored altered", async (t, mode) => {
+  const { server } = t.context.servers[mode];
+  const session = await licensedSession(server.baseUrl);
+  const refused = await sendRecords(server.baseUrl, session, "log", [
+    { transactionId: 1, eventName: "info", eventData: "half a pair: \ud800" },
+  ]);
+  t.is(refused.status, 400, JSON.stringify(refused.body));
+  t.is((await listRecords(server, session.sessionId, "logs")).body.totalCount, 0);
+});
+
 each("metric samples take a number or {value, unit, tags} under a metric name", async (t, mode) => {
   const { server } = t.context.servers[mode];
   const session = await licensedSession(server.baseUrl);

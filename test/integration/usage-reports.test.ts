@@ -68,6 +68,26 @@ test("GetEntitlementUsage shows each asset's period, consumption, tier and balan
     balanceStatus: 1,
     cumulativeCreditsUsed: 12.5,
   });
+
+  const open = { ...API_CALLS, metricName: "open", meteredUsage: { ...API_CALLS.meteredUsage, usageTiers: [] } };
+  const closed = {
+    ...API_CALLS,
+    metricName: "closed",
+    meteredUsage: {
+      ...API_CALLS.meteredUsage,
+      usageTiers: [{ name: "None", startUsage: 0, endUsage: 0, quotaUsageLevel: 4, quotaUsagePolicy: 3 }],
+    },
+  };
+  const unlimited = { metricName: "unlimited", name: "U", metricType: 2, balanceUsage: { isUnlimitedCredits: true } };
+  const limits = await meteredEntitlement(baseUrl, [open, closed, unlimited]);
+  const shown = await rest(baseUrl, "GET", entitlementUsagePath(limits.entitlementId));
+  t.deepEqual(
+    Object.fromEntries(
+      shown.body.assets.map((asset: { metricName: string; limit: unknown }) => [asset.metricName, asset.limit]),
+    ),
+    { open: null, closed: 0, unlimited: null },
+    "no limit is null; a Block tier from 0 is 0",
+  );
 });
 
 test("ListUsageTransactions pages and filters by metric, session and time", async (t) => {
