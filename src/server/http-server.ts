@@ -4,6 +4,7 @@ import http2 from "node:http2";
 import net from "node:net";
 import type { Logger } from "../platform/logger.js";
 import { recordClientAddress } from "./client-address.js";
+import { continueOnFirstRead } from "./expect-continue.js";
 import { writeRawProblem } from "./http-responses.js";
 import type { NodeRequest, NodeResponse } from "./rest/rest-handler.js";
 
@@ -61,6 +62,11 @@ export async function listen(handler: RequestHandler, options: ListenOptions): P
     whenClosed = handler(request, response);
   };
 
+  const continuing = (request: NodeRequest, response: NodeResponse): void => {
+    continueOnFirstRead(request, response);
+    tracked(request, response);
+  };
+
   const timeouts = options.timeouts ?? HTTP1_TIMEOUTS;
   const h1 = http.createServer(
     {
@@ -81,6 +87,7 @@ export async function listen(handler: RequestHandler, options: ListenOptions): P
   );
   // Node answers an unknown `Expect` with an empty 417 unless asked; the handler answers it with a body.
   h1.on("checkExpectation", tracked);
+  h1.on("checkContinue", continuing);
   const h2 = options.tls
     ? http2.createSecureServer(
         {
@@ -96,6 +103,7 @@ export async function listen(handler: RequestHandler, options: ListenOptions): P
     : http2.createServer({}, tracked);
   h2.setTimeout(HTTP2_IDLE_TIMEOUT_MS);
   h2.on("checkExpectation", tracked);
+  h2.on("checkContinue", continuing);
   h2.on("session", (session) => {
     sessions.add(session);
     session.once("close", () => sessions.delete(session));

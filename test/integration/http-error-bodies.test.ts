@@ -2,7 +2,7 @@ import { once } from "node:events";
 import http2 from "node:http2";
 import net from "node:net";
 import anyTest, { type ExecutionContext, type TestFn } from "ava";
-import { isCompleteResponse, type ParsedResponse, parseHttpResponse } from "../support/raw-http.js";
+import { isCompleteResponse, type ParsedResponse, parseHttpResponse, RawConnection } from "../support/raw-http.js";
 import { PRODUCTS } from "../support/rest.js";
 import { startTestServer, type TestServer } from "../support/test-server.js";
 
@@ -126,6 +126,30 @@ test("Expect: 100-continue is still met", async (t) => {
   );
   t.is(response.status, 200);
   t.is(JSON.parse(response.body).status, "ok");
+});
+
+test("Expect: 100-continue is met when the body is read, and a request refused before that gets no 100", async (t) => {
+  const { server } = t.context;
+  const body = JSON.stringify({ productCode: `CONTINUE-${Date.now()}`, name: "Sent after 100" });
+  const head = (authorization: string) =>
+    `POST ${PRODUCTS} HTTP/1.1\r\nHost: x\r\n${authorization}Content-Type: application/json\r\n` +
+    `Content-Length: ${Buffer.byteLength(body)}\r\nExpect: 100-continue\r\n\r\n`;
+
+  const refused = await RawConnection.open(server.port);
+  refused.write(head(""));
+  await refused.until(() => refused.closed);
+  const [answer, ...more] = refused.responses();
+  t.regex(answer, /^HTTP\/1\.1 401 /, "the refusal comes first, with no 100 before it");
+  t.regex(answer, /\r\nconnection: close\r\n/i);
+  t.deepEqual(more, []);
+
+  const accepted = await RawConnection.open(server.port);
+  t.teardown(() => accepted.close());
+  accepted.write(head(`Authorization: ${server.adminAuthorization}\r\n`));
+  await accepted.until(() => accepted.responses()[0]?.startsWith("HTTP/1.1 100 Continue") ?? false);
+  accepted.write(body);
+  await accepted.until(() => isCompleteResponse(accepted.responses()[1]));
+  t.regex(accepted.responses()[1], /^HTTP\/1\.1 200 /);
 });
 
 test("an HTTP/1.1 request without Host answers 400 with a problem and closes the connection", async (t) => {
