@@ -232,6 +232,7 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
     logger,
     rpc,
     rest,
+    corsOrigins: config.corsOrigins,
     endpoints: {
       [TOKEN_PATH]: createTokenEndpoint({
         repository: identity,

@@ -1,6 +1,7 @@
 import net from "node:net";
 import path from "node:path";
 import proxyaddr from "proxy-addr";
+import { type AllowedOrigins, parseAllowedOrigins } from "../server/cors.js";
 import { type WebhookConfig, webhookConfig } from "./webhook-config.js";
 
 export type DatabaseConfig =
@@ -70,6 +71,8 @@ export interface Config {
   /** Activations with a wrong code (or invitation email) allowed per source address, each minute. */
   activationGuessesPerAddress: number;
   webhooks: WebhookConfig;
+  /** Origins whose browser scripts may call the service (CORS); unset = none beyond the service's own. */
+  corsOrigins?: AllowedOrigins;
 }
 
 /** The URL the service's tokens and discovery name: http(s), a host, a path at most (paths are appended to it). */
@@ -118,7 +121,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     userTokens: userTokenConfig(env),
     activationGuessesPerAddress: integer(env, "ACTIVATION_RATE_LIMIT_PER_ADDRESS", 60, 1, 100000),
     webhooks: webhookConfig(env),
+    corsOrigins: corsOrigins(env),
   };
+}
+
+function corsOrigins(env: NodeJS.ProcessEnv): AllowedOrigins | undefined {
+  try {
+    return parseAllowedOrigins(optional(env, "CORS_ALLOWED_ORIGINS"));
+  } catch (error) {
+    throw new ConfigError("CORS_ALLOWED_ORIGINS", (error as Error).message);
+  }
 }
 
 const USER_TOKEN_VARIABLES = ["USER_TOKEN_ISSUER", "USER_TOKEN_JWKS_URL", "USER_TOKEN_AUDIENCE"] as const;

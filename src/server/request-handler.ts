@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { Code } from "@connectrpc/connect";
 import { type Logger, requestLogOf } from "../platform/logger.js";
+import { type AllowedOrigins, answerCors } from "./cors.js";
 import { connectErrorOf } from "./error-interceptor.js";
 import { encodingGrpcMessages } from "./grpc-message.js";
 import { READ_METHODS, refusedMethod, writeConnectError, writeJson, writeProblem } from "./http-responses.js";
@@ -19,6 +20,8 @@ export interface RequestHandlerParts {
   endpoints: Record<string, (request: NodeRequest, response: NodeResponse) => Promise<void>>;
   /** Throws when a dependency the service needs is unreachable. */
   checkReadiness: () => Promise<void>;
+  /** Origins whose browser scripts may call (CORS); unset = none. */
+  corsOrigins?: AllowedOrigins;
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -79,7 +82,9 @@ export function createRequestHandler(parts: RequestHandlerParts): RequestHandler
     request.headers["x-request-id"] = requestId;
     response.setHeader("X-Request-Id", requestId);
     const target = readTarget(request.url);
-    dispatch(parts, request, response, target, requestId);
+    if (!(parts.corsOrigins && answerCors(parts.corsOrigins, request, response))) {
+      dispatch(parts, request, response, target, requestId);
+    }
     return () =>
       logRequest({
         requestId,

@@ -24,6 +24,7 @@ test("an empty environment gives the documented defaults", (t) => {
     },
     userTokens: undefined,
     activationGuessesPerAddress: 60,
+    corsOrigins: undefined,
   });
   t.true(config.database.kind === "sqlite" && path.isAbsolute(config.database.file));
   const { trustedTargets, ...webhookDefaults } = webhooks;
@@ -51,6 +52,10 @@ for (const [variable, value] of [
   ["WEBHOOK_CONCURRENCY", "0"],
   ["WEBHOOK_SUSPEND_AFTER", "5 days"],
   ["SCHEDULER_INTERVAL_MS", "10"],
+  ["CORS_ALLOWED_ORIGINS", "https://console.example.com/app"],
+  ["CORS_ALLOWED_ORIGINS", "console.example.com"],
+  ["CORS_ALLOWED_ORIGINS", "*,https://a.example"],
+  ["CORS_ALLOWED_ORIGINS", "ftp://files.example"],
 ]) {
   test(`${variable}=${value} is refused with a ConfigError naming ${variable}`, (t) => {
     const error = t.throws(() => loadConfig({ [variable]: value }));
@@ -329,4 +334,13 @@ test("USER_TOKEN_JWKS_URL must be an http(s) URL", (t) => {
       message: "invalid configuration: USER_TOKEN_JWKS_URL must be an http(s) URL",
     });
   }
+});
+
+test("CORS_ALLOWED_ORIGINS: origins as browsers send them, or *; unset, none", (t) => {
+  t.is(loadConfig({}).corsOrigins, undefined);
+  t.is(loadConfig({ CORS_ALLOWED_ORIGINS: "*" }).corsOrigins, "*");
+  const origins = loadConfig({
+    CORS_ALLOWED_ORIGINS: "https://Console.Example.com, http://localhost:3000/",
+  }).corsOrigins;
+  t.deepEqual(origins, new Set(["https://console.example.com", "http://localhost:3000"]));
 });
