@@ -1,4 +1,4 @@
-import { isEmailAddress } from "../licensing/activation-code-validation.js";
+import { isEmailAddress } from "../platform/validation.js";
 
 /** What a provider's licenses say of it; null = not set. */
 export interface ProviderNotices {

@@ -232,7 +232,7 @@ function clientJson(row: ClientRow) {
 }
 
 async function providerFor(identity: IdentityRepository, providerId: string | undefined): Promise<string> {
-  if (providerId) return existingProvider(identity, providerId);
+  if (providerId !== undefined) return existingProvider(identity, providerId);
   const providers = await identity.listProviders();
   if (providers.length !== 1) throw new UsageError("there are several providers: name one with --provider ID");
   return providers[0].id;
@@ -254,7 +254,8 @@ async function existingClient(identity: IdentityRepository, clientId: string): P
 
 function required(options: Record<string, string | undefined>, name: string): string {
   const value = options[name];
-  if (!value) throw new UsageError(`--${name} is required`);
+  if (value === undefined) throw new UsageError(`--${name} is required`);
+  if (value === "") throw new UsageError(`--${name} cannot be empty`);
   return value;
 }
 

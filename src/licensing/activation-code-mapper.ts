@@ -1,12 +1,9 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import {
-  type ActivationInvitation,
-  ActivationInvitationSchema,
-  RequiredAuthenticationLevel,
-} from "../../gen/provision/v1/entitlement_pb.js";
+import { type ActivationInvitation, ActivationInvitationSchema } from "../../gen/provision/v1/entitlement_pb.js";
 import type { ActivatedDevice } from "./activation-code-store.js";
 import type { ActivationCodeRow } from "./entities.js";
+import { levelMeant } from "./entitlement-mapper.js";
 
 /** The stored list of pre-authorized fingerprints (JSON array text, or NULL for none). */
 export function preAuthorizedDevicesOf(row: Pick<ActivationCodeRow, "preAuthorizedDevices">): string[] {
@@ -51,7 +48,6 @@ export function toActivationInvitation(
     isTrialActivation: row.isTrialActivation,
     useEntitlementMaxActivations: row.useEntitlementMaxActivations,
     isDeleted: row.isDeleted,
-    // Unset (0) means ActivationCode (1): shown as the contract allows it.
-    requiredAuthenticationLevel: Math.max(RequiredAuthenticationLevel.ACTIVATION_CODE, row.requiredAuthenticationLevel),
+    requiredAuthenticationLevel: levelMeant(row.requiredAuthenticationLevel),
   });
 }

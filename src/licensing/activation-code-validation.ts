@@ -5,19 +5,12 @@ import {
 } from "../../gen/provision/v1/entitlement_pb.js";
 import { checkTimestamp } from "../catalog/catalog-validation.js";
 import { storedDate } from "../catalog/product-mapper.js";
-import type { Violations } from "../platform/validation.js";
+import { isEmailAddress, type Violations } from "../platform/validation.js";
 import { vendorCodeProblem } from "./activation-code-format.js";
 
 /** Pre-authorized device fingerprints per code (as the proto's max_items). */
 export const MAX_PRE_AUTHORIZED_DEVICES = 1000;
 export const MAX_FINGERPRINT_LENGTH = 512;
-export const MAX_EMAIL_LENGTH = 320;
-/** One `@`, no white space, a dot in the domain: a plausible address, not a full RFC 5322 parse. */
-const EMAIL = /^[^\s@]{1,64}@[^\s@.]+(\.[^\s@.]+)+$/;
-
-export function isEmailAddress(value: string): boolean {
-  return value.length <= MAX_EMAIL_LENGTH && EMAIL.test(value);
-}
 
 /** Checks an invitation request; field names are JSON names after `prefix`. */
 export function checkInvitationParameters(

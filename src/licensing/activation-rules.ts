@@ -174,12 +174,21 @@ export function sessionStatus(entitlement: EntitlementFacts, session: SessionFac
   const subscription = entitlement.policy?.subscriptionPolicy;
   const standing = subscription ? effectiveSubscription(subscription, now) : null;
   const subscriptionEnded = standing !== null && hasEnded(standing.endsAt, now);
-  const inactive = subscription !== undefined && !subscription.isSubscriptionActive;
-  if (subscriptionEnded || (inactive && !subscription.softEnforcement)) return SessionStatus.SUBSCRIPTION_INACTIVE;
+  const inactive = subscriptionInactive(entitlement.policy);
+  if (subscriptionEnded || (inactive && !subscription?.softEnforcement)) return SessionStatus.SUBSCRIPTION_INACTIVE;
   if (session.released || session.ended) return SessionStatus.RELEASED;
   if (hasEnded(session.graceEndsAt, now)) return SessionStatus.EXPIRED;
   if (hasEnded(session.leaseExpiresAt, now) || inactive) return SessionStatus.GRACE_PERIOD;
   return SessionStatus.ACTIVE;
+}
+
+/**
+ * A subscription set inactive (by its vendor, or by the scheduler at its end): refused, or under softEnforcement
+ * run in grace, with the features available during the grace period only.
+ */
+export function subscriptionInactive(policy: ActivationPolicy | undefined): boolean {
+  const subscription = policy?.subscriptionPolicy;
+  return subscription !== undefined && !subscription.isSubscriptionActive;
 }
 
 /**

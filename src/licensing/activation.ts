@@ -8,12 +8,12 @@ import type { Clock } from "../platform/clock.js";
 import { invalidField } from "../platform/errors.js";
 import { forgettingOnDoubt } from "../platform/lost-connections.js";
 import { type BatchedTransaction, inBatchedTransaction, type Statement } from "../platform/statement-batch.js";
-import { Violations } from "../platform/validation.js";
+import { MAX_EMAIL_LENGTH, Violations } from "../platform/validation.js";
 import { clientAddressKey } from "../server/client-address.js";
 import type { Outbox } from "../webhooks/outbox.js";
 import { presentedCodeKey } from "./activation-code-format.js";
 import { activationCodeByKeyStatement, activationCodeOf } from "./activation-code-store.js";
-import { MAX_EMAIL_LENGTH, MAX_FINGERPRINT_LENGTH } from "./activation-code-validation.js";
+import { MAX_FINGERPRINT_LENGTH } from "./activation-code-validation.js";
 import { type ActivationGroups, activateInGroup, groupable } from "./activation-groups.js";
 import type { ActivationGuesses } from "./activation-guesses.js";
 import {

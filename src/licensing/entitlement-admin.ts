@@ -359,6 +359,8 @@ async function changeEntitlement(
       const row = await repository.find(manager, providerId, id, true);
       if (!row) throw notFound("entitlement", id);
       const now = deps.clock.now();
+      // As it would be stored now: a policy stored before the level was always written is no change.
+      row.activationPolicy = policyText(policyOf(row));
       const before = { ...row };
       const featuresChanged = (await change(row, manager, now)) === true;
       changed = featuresChanged || !sameColumns(before, row);
@@ -383,7 +385,7 @@ async function changeEntitlement(
   return withLiveUsage(deps, context, entitlement);
 }
 
-/** Whether a change left every column of the row as it was (its revision and updatedAt aside). */
+/** Whether a change left every column of the row as it was. */
 function sameColumns(before: EntitlementRow, after: EntitlementRow): boolean {
   return (Object.keys(after) as (keyof EntitlementRow)[]).every((key) => {
     const [was, is] = [before[key], after[key]];

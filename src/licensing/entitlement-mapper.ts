@@ -35,7 +35,7 @@ export function toEntitlement(
     isTemplateForNewEntitlements: row.isTemplate,
     products,
     features: features.map(toEntitlementFeature),
-    activationPolicy: shownPolicyOf(row),
+    activationPolicy: policyOf(row),
     orderId: row.orderId,
     reference: row.reference,
     createdAt: timestampFromDate(row.createdAt),
@@ -65,30 +65,31 @@ export function toEntitlementFeature(row: EntitlementFeatureRow): EntitlementFea
   });
 }
 
-function shownPolicyOf(row: Pick<EntitlementRow, "activationPolicy">): ActivationPolicy | undefined {
-  const policy = policyOf(row);
-  return policy && withLevelShown(policy);
-}
-
-/** The stored activation policy, or undefined when there is none. */
-export function policyOf(row: Pick<EntitlementRow, "activationPolicy">): ActivationPolicy | undefined {
-  return row.activationPolicy ? fromJsonString(ActivationPolicySchema, row.activationPolicy) : undefined;
-}
-
-/** The policy as stored: an unset authentication level is stored as the level it means, ActivationCode (1). */
-export function policyText(policy: ActivationPolicy | undefined): string | null {
-  return policy ? toJsonString(ActivationPolicySchema, withLevelShown(policy)) : null;
-}
-
 /**
- * The policy with its authentication level as the contract allows it (1, 2 or 3): an unset level (0, from a
- * client or a policy stored before) means ActivationCode (1).
+ * The stored activation policy, or undefined when there is none; its authentication level as the contract allows
+ * it (a policy stored before 2026-11-29 may leave it unset).
  */
-function withLevelShown(policy: ActivationPolicy): ActivationPolicy {
-  if (policy.requiredAuthenticationLevel !== RequiredAuthenticationLevel.UNSPECIFIED) return policy;
-  const shown = clone(ActivationPolicySchema, policy);
-  shown.requiredAuthenticationLevel = RequiredAuthenticationLevel.ACTIVATION_CODE;
-  return shown;
+export function policyOf(row: Pick<EntitlementRow, "activationPolicy">): ActivationPolicy | undefined {
+  if (!row.activationPolicy) return undefined;
+  const policy = fromJsonString(ActivationPolicySchema, row.activationPolicy);
+  policy.requiredAuthenticationLevel = levelMeant(policy.requiredAuthenticationLevel);
+  return policy;
+}
+
+/** The policy as stored, its authentication level as the contract allows it. */
+export function policyText(policy: ActivationPolicy | undefined): string | null {
+  if (!policy) return null;
+  if (policy.requiredAuthenticationLevel !== RequiredAuthenticationLevel.UNSPECIFIED) {
+    return toJsonString(ActivationPolicySchema, policy);
+  }
+  const meant = clone(ActivationPolicySchema, policy);
+  meant.requiredAuthenticationLevel = RequiredAuthenticationLevel.ACTIVATION_CODE;
+  return toJsonString(ActivationPolicySchema, meant);
+}
+
+/** The level an authentication level means: unset (0) is ActivationCode (1), as the contract allows only 1–3. */
+export function levelMeant(level: RequiredAuthenticationLevel): RequiredAuthenticationLevel {
+  return level === RequiredAuthenticationLevel.UNSPECIFIED ? RequiredAuthenticationLevel.ACTIVATION_CODE : level;
 }
 
 /**

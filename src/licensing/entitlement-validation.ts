@@ -10,8 +10,7 @@ import {
 } from "../../gen/provision/v1/entitlement_pb.js";
 import { checkDuration, checkStoredDate, checkTimestamp } from "../catalog/catalog-validation.js";
 import { DomainError } from "../platform/errors.js";
-import { isUuid, type Violations } from "../platform/validation.js";
-import { isEmailAddress } from "./activation-code-validation.js";
+import { isEmailAddress, isUuid, type Violations } from "../platform/validation.js";
 import { parseRenewPeriod } from "./subscription-periods.js";
 
 /** Lengths of the entitlement columns (0003-licensing.ts); text columns are capped at `text`. */

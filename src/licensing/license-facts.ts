@@ -1,5 +1,11 @@
 import { preAuthorizedDevicesOf } from "./activation-code-mapper.js";
-import { type CodeFacts, type EntitlementFacts, enabledFeatures, type FeatureFacts } from "./activation-rules.js";
+import {
+  type CodeFacts,
+  type EntitlementFacts,
+  enabledFeatures,
+  type FeatureFacts,
+  subscriptionInactive,
+} from "./activation-rules.js";
 import type { ActivationCodeRow, EntitlementFeatureRow, EntitlementRow } from "./entities.js";
 import { buildLicenseClaims, type LicenseClaims } from "./license-claims.js";
 import type { LicensedProducts } from "./session-store.js";
@@ -88,15 +94,6 @@ function licensedFeatures(features: EntitlementFeatureRow[], productIds: readonl
   return licensed.sort((a, b) => (position.get(a.productId) ?? 0) - (position.get(b.productId) ?? 0));
 }
 
-/**
- * An inactive subscription under softEnforcement: its licenses run in grace (check-in status GracePeriod), with the
- * features available during the grace period only. (An inactive one without it is refused before any claim.)
- */
-function subscriptionInGrace(facts: EntitlementFacts): boolean {
-  const subscription = facts.policy?.subscriptionPolicy;
-  return subscription !== undefined && !subscription.isSubscriptionActive;
-}
-
 /** The claims of a license for a session with this lease: features as the rules enable them now. */
 export function licenseClaimsFor(license: {
   entitlement: EntitlementRow;
@@ -110,7 +107,8 @@ export function licenseClaimsFor(license: {
 }): LicenseClaims {
   const { entitlement, facts, lease, trial, now } = license;
   const licensed = licensedFeatures(license.features, facts.productIds).map(featureFacts);
-  const inGrace = subscriptionInGrace(facts);
+  // An inactive subscription that let the license run is under softEnforcement: in grace.
+  const inGrace = subscriptionInactive(facts.policy);
   const features = firstPerKey(enabledFeatures(licensed, { trial, inGrace }, now));
   return buildLicenseClaims({
     providerId: entitlement.providerId,

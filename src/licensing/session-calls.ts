@@ -68,7 +68,10 @@ export function sessionGone(state: number): DomainError {
 /** What check-in answers for a live session whose own grace is over: a renewal shortened it below the token's. */
 const LAPSED = 0;
 
-/** The 401 answer to a token whose session's lease and grace ended before the token's own grace end. */
+/**
+ * The 401 answer to a token whose session's lease and grace are over before the token's own grace end (a renewal
+ * shortened them, or, on renew, an activation took the floating seat back).
+ */
 export function sessionLapsed(): DomainError {
   return new DomainError("unauthenticated", "the license session's lease and grace are over; activate again", {
     slug: "invalid-license-token",
@@ -141,11 +144,14 @@ function checkedIn(
   };
 }
 
-/** The trial's end as check-in reports it: the trial period's end or its notValidAfterTimestamp, the earlier. */
+/**
+ * The trial's end as check-in reports it once the trial has started (the service set trialEndsAt): the trial
+ * period's end or its notValidAfterTimestamp, the earlier.
+ */
 function trialEndOf(trial: TrialActivationPolicy | undefined): Timestamp | undefined {
-  if (trial === undefined) return undefined;
-  const end = earliest(dateOf(trial.trialEndsAt), dateOf(trial.notValidAfterTimestamp));
-  return end ? timestampLiteral(end) : undefined;
+  const periodEnd = dateOf(trial?.trialEndsAt);
+  if (periodEnd === null) return undefined;
+  return timestampLiteral(earliest(periodEnd, dateOf(trial?.notValidAfterTimestamp)) ?? periodEnd);
 }
 
 /** A new lease and token; refused when the standing no longer allows the license to run. */

@@ -1,7 +1,7 @@
 import net from "node:net";
 import path from "node:path";
 import proxyaddr from "proxy-addr";
-import { type AllowedOrigins, parseAllowedOrigins } from "../server/cors.js";
+import { type AllowedOrigins, parseAllowedOrigins } from "./allowed-origins.js";
 import { type WebhookConfig, webhookConfig } from "./webhook-config.js";
 
 export type DatabaseConfig =

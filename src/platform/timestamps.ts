@@ -2,7 +2,7 @@ import { type Timestamp, timestampDate } from "@bufbuild/protobuf/wkt";
 import { invalidField } from "./errors.js";
 
 /** The latest instant the databases store (MySQL DATETIME ends with the year 9999). */
-export const LATEST_MS = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
+const LATEST_MS = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
 
 /** `ms` since the epoch as a Date, held at LATEST_MS: an end worked out from a long span is stored, not refused. */
 export function dateUpToLatest(ms: number): Date {

@@ -51,3 +51,11 @@ export function requireUuid(field: string, value: string): string {
   new Violations().required(field, value).uuid(field, value).throwIfAny();
   return value.toLowerCase();
 }
+
+export const MAX_EMAIL_LENGTH = 320;
+/** One `@`, no white space, a dot in the domain: a plausible address, not a full RFC 5322 parse. */
+const EMAIL = /^[^\s@]{1,64}@[^\s@.]+(\.[^\s@.]+)+$/;
+
+export function isEmailAddress(value: string): boolean {
+  return value.length <= MAX_EMAIL_LENGTH && EMAIL.test(value);
+}

@@ -1,7 +1,5 @@
+import type { AllowedOrigins } from "../platform/allowed-origins.js";
 import type { NodeRequest, NodeResponse } from "./rest/rest-handler.js";
-
-/** The origins browsers may call from: "*" for any. */
-export type AllowedOrigins = "*" | ReadonlySet<string>;
 
 const METHODS = "GET, HEAD, POST, PUT, PATCH, DELETE";
 /** What a browser script may read of an answer besides the simple headers. */
@@ -16,10 +14,11 @@ const HEADER_LIST = /^[A-Za-z0-9!#$%&'*+.^_`|~-]+(?:\s*,\s*[A-Za-z0-9!#$%&'*+.^_
  * answer. Answers true when it answered the request. Another origin's requests go on as if it had not been named.
  */
 export function answerCors(allowed: AllowedOrigins, request: NodeRequest, response: NodeResponse): boolean {
+  // Answers differ by origin unless every origin is allowed: a shared cache must keep them apart.
+  if (allowed !== "*") response.setHeader("Vary", "Origin");
   const origin = request.headers.origin;
   if (origin === undefined || !(allowed === "*" || allowed.has(origin))) return false;
   response.setHeader("Access-Control-Allow-Origin", allowed === "*" ? "*" : origin);
-  response.setHeader("Vary", "Origin");
   const asked = request.headers["access-control-request-method"];
   if (request.method !== "OPTIONS" || asked === undefined) {
     response.setHeader("Access-Control-Expose-Headers", EXPOSED);
@@ -32,35 +31,4 @@ export function answerCors(allowed: AllowedOrigins, request: NodeRequest, respon
   response.statusCode = 204;
   response.end();
   return true;
-}
-
-/**
- * CORS_ALLOWED_ORIGINS as origins (`scheme://host[:port]`, lower-cased as browsers send them), or "*"; undefined
- * when unset. Throws a message naming the entry that is not an origin.
- */
-export function parseAllowedOrigins(value: string | undefined): AllowedOrigins | undefined {
-  const entries = value
-    ?.split(",")
-    .map((entry) => entry.trim())
-    .filter(Boolean);
-  if (!entries?.length) return undefined;
-  if (entries.length === 1 && entries[0] === "*") return "*";
-  const origins = new Set<string>();
-  for (const entry of entries) {
-    const origin = originOf(entry);
-    if (!origin) throw new Error(`has ${JSON.stringify(entry)}, not an origin such as https://console.example.com`);
-    origins.add(origin);
-  }
-  return origins;
-}
-
-function originOf(entry: string): string | undefined {
-  try {
-    const url = new URL(entry);
-    const bare = `${url.protocol}//${url.host}`;
-    const sameText = entry.toLowerCase().replace(/\/$/, "") === bare;
-    return (url.protocol === "https:" || url.protocol === "http:") && sameText ? bare : undefined;
-  } catch {
-    return undefined;
-  }
 }

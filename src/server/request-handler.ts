@@ -1,7 +1,8 @@
 import { randomUUID } from "node:crypto";
 import { Code } from "@connectrpc/connect";
+import type { AllowedOrigins } from "../platform/allowed-origins.js";
 import { type Logger, requestLogOf } from "../platform/logger.js";
-import { type AllowedOrigins, answerCors } from "./cors.js";
+import { answerCors } from "./cors.js";
 import { connectErrorOf } from "./error-interceptor.js";
 import { encodingGrpcMessages } from "./grpc-message.js";
 import { READ_METHODS, refusedMethod, writeConnectError, writeJson, writeProblem } from "./http-responses.js";

@@ -126,7 +126,9 @@ async function writeBatch(
           valueMicro: reserved.after,
           limitMicro: reserved.limit,
           generation: reserved.generation,
-          backDated: (ref.periodEnd !== null && ref.periodEnd <= receivedAt) || ref.periodStart > receivedAt,
+          backDated:
+            (ref.periodEnd !== null && ref.periodEnd <= receivedAt) ||
+            (ref.asset.metered !== undefined && ref.periodStart > receivedAt),
         })),
       );
       return fresh.length;

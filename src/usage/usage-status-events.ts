@@ -75,9 +75,7 @@ export class UsageStatusEvents {
 
   /** Whether `record` would read or write anything for these observations (a status may have changed). */
   mayRecord(observations: StatusObservation[]): boolean {
-    return latestPerAsset(observations).some(
-      (observation) => !observation.backDated && this.mayChange(observation, statusOf(observation)),
-    );
+    return latestPerAsset(observations).some((observation) => this.mayChange(observation, statusOf(observation)));
   }
 
   /** Writes the events the observations call for; answers what to do once the transaction commits. */
@@ -88,7 +86,7 @@ export class UsageStatusEvents {
     const now = this.clock.now();
     for (const observation of latestPerAsset(observations)) {
       const hinted = statusOf(observation);
-      if (observation.backDated || !this.mayChange(observation, hinted)) continue;
+      if (!this.mayChange(observation, hinted)) continue;
       const { ref } = observation;
       const stored = await this.store.lockStatus(
         manager,
@@ -195,10 +193,14 @@ function nextStatus(stored: StoredStatus, observation: StatusObservation, status
   return rises || falls ? { periodStart, periodEnd, status } : undefined;
 }
 
-/** Per asset, the observation of its latest period with the highest value (the last write's for a top-up). */
+/**
+ * Per asset, the observation of its latest period with the highest value (the last write's for a top-up), among
+ * those of the current period (the back-dated and the early ones change no status).
+ */
 function latestPerAsset(observations: StatusObservation[]): StatusObservation[] {
   const chosen = new Map<string, StatusObservation>();
-  const byAsset = [...observations].sort((a, b) => a.ref.assetId.localeCompare(b.ref.assetId));
+  const current = observations.filter((observation) => !observation.backDated);
+  const byAsset = current.sort((a, b) => a.ref.assetId.localeCompare(b.ref.assetId));
   for (const observation of byAsset) {
     const current = chosen.get(observation.ref.assetId);
     const later = !current || observation.ref.periodStart > current.ref.periodStart;

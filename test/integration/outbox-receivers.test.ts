@@ -129,6 +129,15 @@ for (const mode of ["MySQL", "SQLite"] as const) {
     const seats = `/api/v1/provision/operational/entitlement/entitlements/${entitlementId}/policies/claim-based/seats`;
     t.is((await rest(server.baseUrl, "PUT", seats, { numberOfSeats: 2 }, headers)).status, 200);
     t.deepEqual(await eventTypesOf(server, entitlementId), ["Entitlement.PlanApplied"], "its creation's alone");
+    // As a policy was stored before the authentication level was always written: read and sent back, no change.
+    await server.app.dataSource.query("UPDATE entitlements SET activation_policy = ? WHERE id = ?", [
+      JSON.stringify(policy),
+      entitlementId,
+    ]);
+    const { body: older } = await rest(server.baseUrl, "GET", path, undefined, headers);
+    const sentBack = await rest(server.baseUrl, "PUT", path, older, headers);
+    t.is(sentBack.body.updatedAt, entitlement.updatedAt, "an older stored policy sent back is no change");
+    t.deepEqual(await eventTypesOf(server, entitlementId), ["Entitlement.PlanApplied"]);
     const later = { id: feature.id, featureExpiration: "2030-01-01T00:00:00Z" };
     const changed = await rest(server.baseUrl, "PUT", path, { features: [later] }, headers);
     t.is(changed.status, 200, JSON.stringify(changed.body));

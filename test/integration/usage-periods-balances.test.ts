@@ -234,7 +234,7 @@ for (const kind of ["mysql", "embedded"] as const) {
       const ahead = new Date(nextHour + 1000).toISOString();
       const early = [{ transactionId: 1, eventName: "hourly", eventData: "105", creationDateTime: ahead }];
       t.is((await sendUsage(server.baseUrl, session, early)).status, 200);
-      t.is((await sendUsage(server.baseUrl, session, usageItems("hourly", [121 - 1], 2))).status, 200);
+      t.is((await sendUsage(server.baseUrl, session, usageItems("hourly", [120], 2))).status, 200);
       t.like(await usageOf(server, entitlement.entitlementId, "hourly"), { consumption: 120, severity: 2 });
       t.deepEqual(
         (await assetEvents(server, entitlement.entitlementId, "hourly")).map((data) => [
@@ -244,6 +244,17 @@ for (const kind of ["mysql", "embedded"] as const) {
         ]),
         [[1, 2, nextHour - HOUR]],
         "the current period's crossing, not the next one's",
+      );
+      const mixed = await sessionOnClock(t.context, kind, [HOURLY]);
+      const together = [
+        { transactionId: 1, eventName: "hourly", eventData: "1", creationDateTime: ahead },
+        { transactionId: 2, eventName: "hourly", eventData: "110" },
+      ];
+      t.is((await sendUsage(server.baseUrl, mixed.session, together)).status, 200);
+      t.deepEqual(
+        (await assetEvents(server, mixed.entitlement.entitlementId, "hourly")).map((data) => data.severity),
+        [2],
+        "in one batch too, the early item hides nothing of the current period",
       );
     },
   );
