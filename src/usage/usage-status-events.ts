@@ -199,8 +199,8 @@ function nextStatus(stored: StoredStatus, observation: StatusObservation, status
  */
 function latestPerAsset(observations: StatusObservation[]): StatusObservation[] {
   const chosen = new Map<string, StatusObservation>();
-  const current = observations.filter((observation) => !observation.backDated);
-  const byAsset = current.sort((a, b) => a.ref.assetId.localeCompare(b.ref.assetId));
+  const ofCurrentPeriods = observations.filter((observation) => !observation.backDated);
+  const byAsset = ofCurrentPeriods.sort((a, b) => a.ref.assetId.localeCompare(b.ref.assetId));
   for (const observation of byAsset) {
     const current = chosen.get(observation.ref.assetId);
     const later = !current || observation.ref.periodStart > current.ref.periodStart;
