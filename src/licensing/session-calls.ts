@@ -170,7 +170,6 @@ export async function renewSession(
     forgettingOnDoubt(deps.dataSource, error, () => deps.caches.sessionsChanged(sessionId)),
   );
   await deps.caches.sessionsChanged(sessionId);
-  deps.checkIns.record(sessionId, now);
   const [licenseToken, tokenPublicKeyBase64] = await Promise.all([
     deps.tokens.sign(renewed.claims),
     deps.keys.publicKeyBase64(renewed.claims.providerId),
@@ -224,7 +223,7 @@ async function renewInTransaction(
   const sooner = found.holdsFloatingSeat && lease.graceEndsAt < found.graceEndsAt;
   const kept = deps.entitlementFeatures.get(entitlementId, entitlement.revision);
   const written = await transaction.commitWith([
-    store.extendLeaseStatement(sessionId, lease),
+    store.extendLeaseStatement(sessionId, lease, now),
     ...(sooner ? [store.floatingSeats.earlierEndStatement(entitlementId, lease.graceEndsAt)] : []),
     ...(kept ? [] : [store.entitlementFeaturesStatement(entitlementId)]),
   ]);

@@ -421,10 +421,11 @@ export class SessionStore {
     if (session.holdsFloatingSeat) await this.floatingSeats.giveBack(manager, session.entitlementId);
   }
 
-  extendLeaseStatement(sessionId: string, lease: { leaseExpiresAt: Date; graceEndsAt: Date }): Statement {
+  /** The renewal's new lease, and its time as the session's last check-in (which only moves forward). */
+  extendLeaseStatement(sessionId: string, lease: { leaseExpiresAt: Date; graceEndsAt: Date }, at: Date): Statement {
     return {
-      sql: "UPDATE license_sessions SET lease_expires_at = ?, grace_ends_at = ? WHERE id = ?",
-      parameters: [this.date(lease.leaseExpiresAt), this.date(lease.graceEndsAt), sessionId],
+      sql: `UPDATE license_sessions SET lease_expires_at = ?, grace_ends_at = ?, last_check_in_at = ${this.greatest("last_check_in_at", "?")} WHERE id = ?`,
+      parameters: [this.date(lease.leaseExpiresAt), this.date(lease.graceEndsAt), this.date(at), sessionId],
     };
   }
 
