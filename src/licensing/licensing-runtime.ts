@@ -78,7 +78,7 @@ export async function createLicensing(options: {
     entitlementProducts: new EntitlementProductCache(),
     productStatuses: await ProductStatuses.create(options.bus, clock),
     activationGroups: new ActivationGroups(),
-    providerNotices: new ProviderNoticesCache(dataSource, clock, logger),
+    providerNotices: await ProviderNoticesCache.create({ dataSource, bus: options.bus, clock, logger }),
   };
   return {
     dependencies,
