@@ -248,14 +248,34 @@ function seatLapsed(session: LicenseSessionRow): boolean {
   return session.isFloating && !session.holdsFloatingSeat;
 }
 
+const NOT_RUNNING: Partial<Record<SessionStatus, [string, string]>> = {
+  [SessionStatus.REVOKED]: ["the entitlement was revoked", "entitlement-revoked"],
+  [SessionStatus.EXPIRED]: ["the license has expired", "entitlement-expired"],
+  [SessionStatus.SUBSCRIPTION_INACTIVE]: ["the subscription is not active", "subscription-inactive"],
+};
+
+/** The 403 renew (and pre-allocation) answer when a live session's status is not one a license runs in. */
+export function notRunning(status: SessionStatus): DomainError | undefined {
+  const refusal = NOT_RUNNING[status];
+  return refusal && new DomainError("permission-denied", refusal[0], { slug: refusal[1] });
+}
+
 function refuseUnlessRunning(status: SessionStatus): void {
-  const refusals: Partial<Record<SessionStatus, [string, string]>> = {
-    [SessionStatus.REVOKED]: ["the entitlement was revoked", "entitlement-revoked"],
-    [SessionStatus.EXPIRED]: ["the license has expired", "entitlement-expired"],
-    [SessionStatus.SUBSCRIPTION_INACTIVE]: ["the subscription is not active", "subscription-inactive"],
-  };
-  const refusal = refusals[status];
-  if (refusal) throw new DomainError("permission-denied", refusal[0], { slug: refusal[1] });
+  const refusal = notRunning(status);
+  if (refusal) throw refusal;
+}
+
+/**
+ * The status check-in would report for a live session now, its entitlement's standing read from this instance's
+ * cache (loaded on a miss); null when the entitlement is gone.
+ */
+export async function cachedSessionStatus(
+  deps: CachedReads,
+  session: LicenseSessionRow,
+  now: Date,
+): Promise<SessionStatus | null> {
+  const facts = await cachedStanding(deps, session.entitlementId);
+  return facts ? sessionStatus(facts, standingOf(session), now) : null;
 }
 
 /**
@@ -307,18 +327,18 @@ function standingOf(session: LicenseSessionRow) {
   };
 }
 
+/** What the per-instance caches of sessions and standings are read and loaded through. */
+type CachedReads = Pick<SessionCallDependencies, "caches" | "store" | "dataSource">;
+
 /** A session's row from the per-instance cache check-in keeps (loaded on a miss). */
-export function cachedSession(
-  deps: Pick<SessionCallDependencies, "caches" | "store" | "dataSource">,
-  sessionId: string,
-) {
+export function cachedSession(deps: CachedReads, sessionId: string) {
   const { dataSource, store } = deps;
   return deps.caches.sessions.get(sessionId, () =>
     readSerially(dataSource, () => store.findSession(dataSource.manager, sessionId)),
   );
 }
 
-function cachedStanding(deps: SessionCallDependencies, entitlementId: string) {
+function cachedStanding(deps: CachedReads, entitlementId: string) {
   const { dataSource, store } = deps;
   return deps.caches.standings.get(entitlementId, () =>
     readSerially(

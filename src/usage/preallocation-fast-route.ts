@@ -3,7 +3,7 @@ import { SESSION_STATE } from "../licensing/entities.js";
 import type { LicenseClaims } from "../licensing/license-claims.js";
 import type { LicenseTokens } from "../licensing/license-tokens.js";
 import { rememberedSession } from "../licensing/remembered-session.js";
-import { cachedSession } from "../licensing/session-calls.js";
+import { cachedSession, cachedSessionStatus, notRunning } from "../licensing/session-calls.js";
 import type { FastRoute } from "../server/rest/fast-route.js";
 import { amountOf, preallocationTarget, reserveAndRecord } from "./try-preallocate.js";
 import type { UsageDependencies } from "./usage-dependencies.js";
@@ -14,7 +14,8 @@ const PLAIN_AMOUNT = /^\d{1,10}(?:\.\d{1,6})?$/;
 /**
  * REST pre-allocation for a live session whose token this instance verified before, with `?amount=` alone in
  * the query. It declines (and the full pipeline answers) until the reservation is certain to be tried: a token
- * not seen yet, a session no longer live (or past its own grace), another query, an amount or metric refused. From the reservation on,
+ * not seen yet, a session no longer live (or past its own grace), a license no longer running (revoked, expired,
+ * subscription inactive), another query, an amount or metric refused. From the reservation on,
  * it answers its own result and failures, as a pre-allocation must not be tried twice.
  */
 export function preallocationFastRoute(deps: UsageDependencies, tokens: LicenseTokens): FastRoute<LicenseClaims> {
@@ -26,7 +27,10 @@ export function preallocationFastRoute(deps: UsageDependencies, tokens: LicenseT
       const amount = plainAmount(query);
       if (amount === undefined) return undefined;
       const session = await cachedSession(deps.sessions, claims.sessionId);
-      if (session?.state !== SESSION_STATE.live || session.graceEndsAt <= deps.clock.now()) return undefined;
+      const now = deps.clock.now();
+      if (session?.state !== SESSION_STATE.live || session.graceEndsAt <= now) return undefined;
+      const status = await cachedSessionStatus(deps.sessions, session, now);
+      if (status === null || notRunning(status)) return undefined;
       const { sessionId, entitlementId, providerId } = claims;
       const caller = { sessionId, entitlementId, providerId };
       const target = await preallocationTarget(deps, caller, variables.metric, amountOf(amount));

@@ -5,7 +5,7 @@ import {
   type TryPreallocateResponse,
   TryPreallocateResponseSchema,
 } from "../../gen/provision/v1/usage_pb.js";
-import { liveSessionOfCall, type SessionOfCall } from "../licensing/live-session.js";
+import { runningSessionOfCall, type SessionOfCall } from "../licensing/live-session.js";
 import { invalidArgument } from "../platform/errors.js";
 import { countersUnavailable } from "./guarded-meters.js";
 import type { MeterRef } from "./meter-counters.js";
@@ -29,7 +29,7 @@ export async function tryPreallocate(
   request: TryPreallocateRequest,
   context: HandlerContext,
 ): Promise<TryPreallocateResponse> {
-  const caller = await liveSessionOfCall(deps.sessions, request.sessionId, context);
+  const caller = await runningSessionOfCall(deps.sessions, request.sessionId, context);
   return reserveAndRecord(deps, await preallocationTarget(deps, caller, request.metric, amountOf(request.amount)));
 }
 

@@ -4,8 +4,17 @@ import path from "node:path";
 import anyTest, { type ExecutionContext, type TestFn } from "ava";
 import { UsageService } from "../../gen/provision/v1/usage_pb.js";
 import type { ServiceImplementation } from "../../src/server/in-process-rpc.js";
-import { ENTITLEMENTS, sessionIdOf } from "../support/licensing.js";
-import { API_CALLS, meteredEntitlement, meteredSession, preallocate, preallocatePath } from "../support/metering.js";
+import { ENTITLEMENTS, sessionIdOf, sessionPath } from "../support/licensing.js";
+import {
+  API_CALLS,
+  assetUsageOf,
+  meteredEntitlement,
+  meteredSession,
+  preallocate,
+  preallocatePath,
+  sendUsage,
+  usageItems,
+} from "../support/metering.js";
 import type { LicensedSession } from "../support/observability.js";
 import { rest } from "../support/rest.js";
 import { startTestServer, type TestServer } from "../support/test-server.js";
@@ -175,3 +184,62 @@ each("64 remembered pre-allocations racing on one instance grant exactly what th
   )) as { records: number | string }[];
   t.is(Number(records), 4 + 46, "each grant recorded once, durably");
 });
+
+each(
+  "a license no longer running is refused pre-allocation (403 as renew), its consumed usage still reported",
+  async (t, mode) => {
+    const server = t.context.servers[mode];
+    const { entitlement, session } = await rememberedSession(server);
+    const entitlementPath = `${ENTITLEMENTS}/${entitlement.entitlementId}`;
+    const change = async (body: Record<string, unknown>) => {
+      const changed = await rest(server.baseUrl, "PUT", entitlementPath, body);
+      t.is(changed.status, 200, JSON.stringify(changed.body));
+    };
+    const refusedAs = async (slug: string) => {
+      const calls = t.context.pipelineCalls[mode];
+      const refused = await preallocate(server.baseUrl, session, "api-calls", 1);
+      t.is(refused.status, 403, JSON.stringify(refused.body));
+      t.is(refused.body.type, `urn:provision:problem:${slug}`);
+      t.is(t.context.pipelineCalls[mode], calls + 1, "the fast route left it to the pipeline");
+      const renewed = await rest(
+        server.baseUrl,
+        "POST",
+        sessionPath(session.sessionId, "renew"),
+        {},
+        {
+          authorization: session.authorization,
+        },
+      );
+      t.is(renewed.body.type, refused.body.type, "as renew answers");
+    };
+
+    await change({ isRevoked: true });
+    await refusedAs("entitlement-revoked");
+    const reported = await sendUsage(server.baseUrl, session, usageItems("api-calls", [2]));
+    t.is(reported.status, 200, JSON.stringify(reported.body));
+    await change({ isRevoked: false });
+    t.like((await preallocate(server.baseUrl, session, "api-calls", 1)).body, { granted: true, currentValue: 4 });
+
+    await change({ expirationDateTime: new Date(Date.now() - 60_000).toISOString() });
+    await refusedAs("entitlement-expired");
+    await change({ expirationDateTime: new Date(Date.now() + 86_400_000).toISOString() });
+
+    await change({
+      activationPolicy: {
+        claimBasedActivation: { numberOfSeats: 1000, isFloatingLicense: true },
+        subscriptionPolicy: { renewPeriod: "month", isSubscriptionActive: true, subscriptionPeriodsLeft: -1 },
+      },
+    });
+    t.like((await preallocate(server.baseUrl, session, "api-calls", 1)).body, { granted: true });
+    const subscription = await rest(
+      server.baseUrl,
+      "PUT",
+      `/api/v1/provision/operational/entitlement/entitlements/${entitlement.entitlementId}/policies/subscription/active`,
+      { isSubscriptionActive: false },
+    );
+    t.is(subscription.status, 200, JSON.stringify(subscription.body));
+    await refusedAs("subscription-inactive");
+    const usage = await assetUsageOf(server.baseUrl, entitlement.entitlementId, "api-calls");
+    t.is(usage.consumption, 5, "the refusals reserved nothing");
+  },
+);

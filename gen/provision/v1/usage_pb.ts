@@ -219,7 +219,9 @@ export const UsageService: GenService<{
    * amount counts as consumed at once; do not report it again as a usage
    * transaction. A refusal is not an error: the result says `granted: false`
    * and nothing is reserved. `amount` comes from the query string
-   * (`?amount=12.5`) and must be positive.
+   * (`?amount=12.5`) and must be positive. A license that no longer runs
+   * (revoked, expired, subscription inactive) is refused PERMISSION_DENIED,
+   * as RenewSession refuses it.
    *
    * @generated from rpc provision.v1.UsageService.TryPreallocate
    */
