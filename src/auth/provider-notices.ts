@@ -7,6 +7,9 @@ export interface ProviderNotices {
   email: string | null;
 }
 
+/** The bus channel a provider's change is published on (by the CLI's `providers update`), its id the message. */
+export const PROVIDER_CHANGED_CHANNEL = "provider-changed";
+
 const LIMITS = { copyright: 255, url: 2048, email: 320 } as const;
 
 /** Why `value` cannot be the provider's `field`, or null when it can ("" clears it). */

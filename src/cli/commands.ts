@@ -8,7 +8,7 @@ import type { ClientRow, ProviderRow } from "../auth/entities.js";
 import { IdentityRepository } from "../auth/identity-repository.js";
 import { isSealed } from "../auth/key-sealing.js";
 import { addSigningKey, KEY_REFRESH_MS, PUBLISH_BEFORE_SIGNING_MS } from "../auth/key-store.js";
-import { type ProviderNotices, providerNoticeProblem } from "../auth/provider-notices.js";
+import { PROVIDER_CHANGED_CHANNEL, type ProviderNotices, providerNoticeProblem } from "../auth/provider-notices.js";
 import { isValidScope, parseScopeList } from "../auth/scopes.js";
 import { generateClientSecret, hashSecret, newTokenGeneration } from "../auth/secrets.js";
 import { type Clock, systemClock } from "../platform/clock.js";
@@ -30,6 +30,8 @@ interface CommandContext {
   identity: IdentityRepository;
   config: Config;
   clock: Clock;
+  /** Tells running instances that `id` changed on `channel` (a warning, not a failure, when they cannot be told). */
+  tell: ChangeTeller;
   /** The command's options, each given at most once. */
   options: Record<string, string | undefined>;
   /** The command's positional arguments, exactly as many as it names. */
@@ -60,12 +62,13 @@ const COMMANDS: Record<string, Command> = {
     usage: 'providers update PROVIDER_ID [--name NAME] [--copyright TEXT] [--url URL] [--email EMAIL] ("" clears)',
     options: ["name", ...NOTICES],
     positionals: ["PROVIDER_ID"],
-    async run({ identity, options, positionals }) {
+    async run({ identity, tell, options, positionals }) {
       const id = await existingProvider(identity, positionals[0]);
       const changes = { ...(options.name !== undefined ? { name: requiredName(options) } : {}), ...noticesOf(options) };
       if (Object.keys(changes).length === 0)
         throw new UsageError("name at least one of --name, --copyright, --url, --email");
       await identity.updateProvider(id, changes);
+      await tell(PROVIDER_CHANGED_CHANNEL, id);
       return providerJson((await identity.findProvider(id)) as ProviderRow);
     },
   },
@@ -321,9 +324,9 @@ export async function runCli(argv: string[], io: Partial<CliIo> = {}): Promise<n
     await dataSource.initialize();
     await migrate(dataSource);
     bus = await connectBus(config, stderr);
-    const changed = clientChangeTeller(config, dataSource, bus, stderr);
-    const identity = new IdentityRepository(dataSource, changed);
-    const result = await command.run({ identity, config, clock, ...parsed });
+    const tell = changeTeller(config, dataSource, bus, stderr);
+    const identity = new IdentityRepository(dataSource, (clientId) => tell(CLIENT_CHANGED_CHANNEL, clientId));
+    const result = await command.run({ identity, config, clock, tell, ...parsed });
     stdout.write(`${JSON.stringify(result, null, 2)}\n`);
     return 0;
   } catch (error) {
@@ -339,35 +342,45 @@ export async function runCli(argv: string[], io: Partial<CliIo> = {}): Promise<n
   }
 }
 
+type ChangeTeller = (channel: string, id: string) => Promise<void>;
+
+/** How soon running instances see a change they were not told of, by channel. */
+const UNTOLD_CHANGE_SEEN_WITHIN: Record<string, string> = {
+  [CLIENT_CHANGED_CHANNEL]: "30 s",
+  [PROVIDER_CHANGED_CHANNEL]: "a minute",
+};
+
 /**
- * Tells running instances of a client change: on Redis, or, when it cannot be reached, through MySQL's invalidation
+ * Tells running instances of a change: on Redis, or, when it cannot be reached, through MySQL's invalidation
  * log, which the instances of a MySQL + Redis deployment read each second.
  */
-function clientChangeTeller(
+function changeTeller(
   config: Config,
   dataSource: DataSource,
   bus: InvalidationBus | undefined,
   stderr: CliIo["stderr"],
-): (clientId: string) => Promise<void> {
+): ChangeTeller {
   if (config.coordinator.kind !== "redis") return async () => {};
-  const tell =
+  const tell: ChangeTeller =
     config.database.kind === "mysql"
-      ? (clientId: string) => publishOrLog(bus, dataSource, CLIENT_CHANGED_CHANNEL, clientId)
-      : async (clientId: string) => {
+      ? (channel, id) => publishOrLog(bus, dataSource, channel, id)
+      : async (channel, id) => {
           if (!bus) throw new Error("REDIS_URL is unreachable");
-          await bus.publish(CLIENT_CHANGED_CHANNEL, clientId);
+          await bus.publish(channel, id);
         };
-  return (clientId) =>
-    tell(clientId).catch((error: Error) => {
+  return (channel, id) =>
+    tell(channel, id).catch((error: Error) => {
       stderr.write(
-        `warning: running instances were not told of the change (${error.message}); they see it within 30 s\n`,
+        `warning: running instances were not told of the change (${error.message}); ` +
+          `they see it within ${UNTOLD_CHANGE_SEEN_WITHIN[channel]}\n`,
       );
     });
 }
 
 /**
- * Running instances cache client state and drop it when told of a change through Redis. On the embedded
- * default no process is told: a running embedded server sees CLI changes within 30 s.
+ * Running instances cache client state and provider notices and drop them when told of a change through Redis.
+ * On the embedded default no process is told: a running embedded server sees CLI changes within 30 s (clients)
+ * or a minute (notices).
  */
 async function connectBus(config: Config, stderr: CliIo["stderr"]): Promise<InvalidationBus | undefined> {
   if (config.coordinator.kind !== "redis") return undefined;

@@ -1,16 +1,17 @@
 import type { DataSource } from "typeorm";
 import { ProviderEntity } from "../auth/entities.js";
-import type { ProviderNotices } from "../auth/provider-notices.js";
+import { PROVIDER_CHANGED_CHANNEL, type ProviderNotices } from "../auth/provider-notices.js";
 import type { Clock } from "../platform/clock.js";
 import { readSerially } from "../platform/database.js";
 import { InvalidatedCache } from "../platform/invalidated-cache.js";
 import type { InvalidationBus } from "../platform/invalidation-bus.js";
 import type { Logger } from "../platform/logger.js";
 
-/** How long an instance keeps a provider's notices: `providers update` shows in licenses within this. */
+/**
+ * How long an instance keeps a provider's notices: a `providers update` it was not told of (embedded, or Redis and
+ * the invalidation log unreachable) shows in licenses within this.
+ */
 export const PROVIDER_NOTICES_KEPT_MS = 60_000;
-/** The bus channel a provider's change would be published on (the CLI publishes none: the age bounds it). */
-const PROVIDER_CHANGED_CHANNEL = "provider-changed";
 const MOST_PROVIDERS_KEPT = 10_000;
 const NONE: ProviderNotices = { copyright: null, url: null, email: null };
 

@@ -302,4 +302,13 @@ test.serial("a provider's copyright, URL and email are set by the CLI and carrie
   });
   const cleared = await cli(databaseUrl, "providers", "update", provider.providerId, "--email", "");
   t.is(cleared.email, null, '"" clears it');
+  const relicensed = await pollUntil(
+    "the running instance to be told of the change",
+    async () => {
+      const again = await activate(server.baseUrl, { activationCode: code, fingerprint: "noticed" });
+      return again.body.providerEmail === "" ? again.body : undefined;
+    },
+    { timeoutMs: 1000, intervalMs: 20 },
+  );
+  t.like(relicensed, { copyright: "© 2026 Noticed Ltd", providerUrl: "https://noticed.example/licensing" });
 });
