@@ -9,6 +9,7 @@ import {
   type Product,
   ProductStatusSchema,
   QuotaUsagePolicySchema,
+  type UsageTier,
 } from "../../gen/provision/v1/catalog_pb.js";
 import type { Violations } from "../platform/validation.js";
 import { parseConsumptionPeriod } from "../usage/consumption-periods.js";
@@ -148,10 +149,12 @@ export function checkMonitoredAsset(violations: Violations, prefix: string, asse
         baseCredits: tier.baseCredits,
         creditsPerUnitOfConsumption: tier.creditsPerUnitOfConsumption,
       });
-      if (tier.endUsage !== 0 && tier.endUsage < tier.startUsage) {
-        violations.add(`${field}.endUsage`, "must not be less than startUsage (0 means unbounded)");
+      violations.maxLength(`${field}.name`, tier.name, LIMITS.name);
+      if (tier.endUsage !== 0 && tier.endUsage <= tier.startUsage) {
+        violations.add(`${field}.endUsage`, "must be more than startUsage (0 means unbounded)");
       }
     }
+    checkTierBands(violations, `${prefix}meteredUsage.usageTiers`, metered.usageTiers);
   }
   const balance = asset.balanceUsage;
   if (balance) {
@@ -179,7 +182,10 @@ export function checkMonitoredAsset(violations: Violations, prefix: string, asse
       maxAutoBalanceCreditTransferAmount: balance.maxAutoBalanceCreditTransferAmount,
     });
     for (const [index, quota] of balance.usageQuota.entries()) {
-      checkAmounts(violations, `${prefix}balanceUsage.usageQuota[${index}].`, { endUsage: quota.endUsage });
+      const field = `${prefix}balanceUsage.usageQuota[${index}]`;
+      checkAmounts(violations, `${field}.`, { endUsage: quota.endUsage });
+      if (quota.endUsage > 100) violations.add(`${field}.endUsage`, "must be a percentage of the credits, 0-100");
+      violations.maxLength(`${field}.name`, quota.name, LIMITS.name);
       violations.enumValue(
         `${prefix}balanceUsage.usageQuota[${index}].quotaUsageLevel`,
         quota.quotaUsageLevel,
@@ -191,6 +197,34 @@ export function checkMonitoredAsset(violations: Violations, prefix: string, asse
     violations.add(`${prefix}meteredUsage`, "is required when metricType is 1 (Metered)");
   if (asset.metricType === 2 && !balance)
     violations.add(`${prefix}balanceUsage`, "is required when metricType is 2 (Balance)");
+}
+
+/**
+ * Tiers are bands, one after another in order of `startUsage`: each starts where the one below it ends, only the
+ * highest may be unbounded, and no two share a name. (Overlaps or gaps would leave consumption in a tier
+ * past its end.)
+ */
+function checkTierBands(violations: Violations, field: string, tiers: readonly UsageTier[]): void {
+  const byStart = tiers.map((tier, index) => ({ tier, index })).sort((a, b) => a.tier.startUsage - b.tier.startUsage);
+  for (let rank = 1; rank < byStart.length; rank++) {
+    const below = byStart[rank - 1];
+    const { tier, index } = byStart[rank];
+    if (below.tier.endUsage === 0) {
+      violations.add(`${field}[${below.index}].endUsage`, "must be set: only the highest tier may be unbounded");
+    } else if (tier.startUsage !== below.tier.endUsage) {
+      violations.add(
+        `${field}[${index}].startUsage`,
+        `must be ${below.tier.endUsage}, where the tier below it (usageTiers[${below.index}]) ends`,
+      );
+    }
+  }
+  const seen = new Set<string>();
+  for (const [index, tier] of tiers.entries()) {
+    if (tier.name !== "" && seen.has(tier.name)) {
+      violations.add(`${field}[${index}].name`, "must differ from the other tiers' names");
+    }
+    seen.add(tier.name);
+  }
 }
 
 /** Amounts of a definition (bounds, credits, percentages): finite and 0 or more. */

@@ -338,8 +338,8 @@ const balanceAsset = {
     overageSeverityStatus: 1,
     lastDeposit: "2026-01-01T00:00:00Z",
     usageQuota: [
-      { name: "low", endUsage: 400, quotaUsageLevel: 2 },
-      { name: "empty", endUsage: 500, quotaUsageLevel: 3 },
+      { name: "low", endUsage: 80, quotaUsageLevel: 2 },
+      { name: "empty", endUsage: 100, quotaUsageLevel: 3 },
     ],
   },
 };
@@ -435,6 +435,53 @@ test("a monitored asset's amounts must be finite and not negative, and its toler
       [`meteredUsage.usageTiers[0].${field}`],
     );
   }
+});
+
+test("usage tiers are bands one after another: no overlap, no gap, only the highest unbounded", async (t) => {
+  const path = `${PRODUCTS}/${(await createProduct(t, { productCode: "BANDS" })).body.id}/monitored-resources`;
+  const withTiers = (metricName: string, usageTiers: Record<string, unknown>[]) =>
+    rest(t.context.server.baseUrl, "POST", path, {
+      ...meteredAsset,
+      metricName,
+      meteredUsage: { ...meteredAsset.meteredUsage, usageTiers },
+    });
+  const tier = (name: string, startUsage: number, endUsage: number, quotaUsagePolicy = 1) => ({
+    name,
+    startUsage,
+    endUsage,
+    quotaUsageLevel: 1,
+    quotaUsagePolicy,
+  });
+  const field = "meteredUsage.usageTiers";
+  for (const [what, tiers, errors] of [
+    ["overlapping", [tier("a", 0, 100), tier("b", 50, 200)], [[`${field}[1].startUsage`, "must be 100"]]],
+    ["with a gap", [tier("a", 0, 100), tier("b", 150, 200)], [[`${field}[1].startUsage`, "must be 100"]]],
+    ["starting together", [tier("a", 0, 100), tier("b", 0, 50)], [[`${field}[1].startUsage`, "must be 100"]]],
+    ["unbounded below another", [tier("a", 0, 0), tier("b", 100, 0)], [[`${field}[0].endUsage`, "must be set"]]],
+    ["ending where it starts", [tier("a", 10, 10)], [[`${field}[0].endUsage`, "must be more than startUsage"]]],
+    ["sharing a name", [tier("a", 0, 100), tier("a", 100, 0)], [[`${field}[1].name`, "must differ"]]],
+  ] as const) {
+    const refused = await withTiers("refused", [...tiers]);
+    t.is(refused.status, 400, what);
+    const answered = refused.body.errors.map((error: { field: string; message: string }) => [
+      error.field,
+      error.message.slice(0, errors[0][1].length),
+    ]);
+    t.deepEqual(answered, errors, what);
+  }
+  const unordered = await withTiers("bands", [
+    tier("block", 120, 0, 3),
+    tier("included", 0, 100),
+    tier("warn", 100, 120),
+  ]);
+  t.is(unordered.status, 200, "given in any order, they are bands once sorted");
+  const quota = await rest(t.context.server.baseUrl, "POST", path, {
+    metricName: "credits-over",
+    metricType: 2,
+    balanceUsage: { totalCredits: 10, usageQuota: [{ name: "over", endUsage: 150, quotaUsageLevel: 2 }] },
+  });
+  t.is(quota.status, 400);
+  t.is(quota.body.errors[0].field, "balanceUsage.usageQuota[0].endUsage");
 });
 
 test("import creates and replaces products, all or nothing", async (t) => {

@@ -506,7 +506,10 @@ export const MeteredUsageSchema: GenMessage<MeteredUsage> = /*@__PURE__*/
   messageDesc(file_provision_v1_catalog, 6);
 
 /**
- * One band of metered consumption, from `startUsage` to `endUsage`.
+ * One band of metered consumption, above `startUsage` up to and including
+ * `endUsage` (0: unbounded, the highest tier only). A metered usage's tiers,
+ * sorted by `startUsage`, each start where the one below ends, with names of
+ * their own.
  *
  * @generated from message provision.v1.UsageTier
  */
