@@ -23,15 +23,15 @@ import {
   type SetClientEnabledResponse,
   SetClientEnabledResponseSchema,
 } from "../../gen/provision/v1/client_admin_pb.js";
-import { DomainError, invalidField, notFound } from "../platform/errors.js";
+import { invalidField, notFound } from "../platform/errors.js";
 import { pageInfo, resolvePage } from "../platform/paging.js";
 import { Violations } from "../platform/validation.js";
 import { providerOf } from "../server/tenant.js";
-import { clientPrincipalKey } from "./auth-interceptor.js";
+import { refuseScopesBeyondCaller } from "./caller-scopes.js";
 import type { ClientAdminDependencies } from "./client-admin-dependencies.js";
 import type { ClientRow } from "./entities.js";
 import type { IdentityRepository } from "./identity-repository.js";
-import { anyCovers, isValidScope, parseScopeList } from "./scopes.js";
+import { isValidScope, parseScopeList } from "./scopes.js";
 import { generateClientSecret, hashSecret, newTokenGeneration } from "./secrets.js";
 
 export async function createClient(
@@ -148,16 +148,6 @@ async function manageableClient(
   const row = await ownClient(identity, providerOf(context), clientId);
   refuseScopesBeyondCaller(context, parseScopeList(row.scopes), "manage a client with scopes you do not hold");
   return row;
-}
-
-function refuseScopesBeyondCaller(context: HandlerContext, scopes: string[], what: string): void {
-  const caller = context.values.get(clientPrincipalKey);
-  const beyond = scopes.filter((scope) => !anyCovers(caller?.scopes ?? [], scope));
-  if (beyond.length > 0) {
-    throw new DomainError("permission-denied", `you cannot ${what}: ${beyond.join(" ")}`, {
-      slug: "insufficient-scope",
-    });
-  }
 }
 
 export function toClient(row: ClientRow): Client {

@@ -23,6 +23,7 @@ import {
   VerifySubscriptionResponseSchema,
 } from "../../gen/provision/v1/webhook_pb.js";
 import { clientPrincipalKey } from "../auth/auth-interceptor.js";
+import { refuseScopesBeyondCaller } from "../auth/caller-scopes.js";
 import { inTransaction, readSerially } from "../platform/database.js";
 import { DomainError, notFound } from "../platform/errors.js";
 import { pageInfo, resolvePage } from "../platform/paging.js";
@@ -139,7 +140,10 @@ export async function findSubscription(deps: WebhookDependencies, providerId: st
   return row;
 }
 
-/** Runs `change` on the provider's subscription, locked, and saves what it leaves; 404 for anyone else's. */
+/**
+ * Runs `change` on the provider's subscription, locked, and saves what it leaves; 404 for anyone else's, 403
+ * `insufficient-scope` for a caller not holding every callback scope the subscription carries.
+ */
 export async function changeSubscription<T>(
   deps: WebhookDependencies,
   context: HandlerContext,
@@ -152,6 +156,9 @@ export async function changeSubscription<T>(
   const changed = await inTransaction(deps.dataSource, async (manager) => {
     const row = await deps.subscriptions.find(manager, providerId, subscriptionId, true);
     if (!row) throw notFound("subscription", subscriptionId);
+    // Its callback tokens carry these scopes to its URL: a client holding less may not redirect or re-key them.
+    const carried = JSON.parse(row.callbackScopes) as string[];
+    refuseScopesBeyondCaller(context, carried, "manage a subscription whose callback scopes you do not hold");
     const result = await change(row, manager, now);
     row.updatedAt = now;
     await deps.subscriptions.update(manager, row);

@@ -210,6 +210,53 @@ each("delete verbs, wildcards and scopes beyond the calling client's are refused
   }
 });
 
+each("a client not holding a subscription's callback scopes cannot redirect, re-key or delete it", async (t, mode) => {
+  const server = t.context.servers[mode];
+  const receiver = await WebhookReceiver.start();
+  const elsewhere = await WebhookReceiver.start();
+  try {
+    const created = await createSubscription(server, receiver, { callbackScopes: ["clients:write", "catalog:read"] });
+    t.is(created.status, 200, JSON.stringify(created.body));
+    const path = `${SUBSCRIPTIONS}/${created.body.subscription.id}`;
+    const webhooksOnly = await createClient(server.baseUrl, ["webhooks:*", "catalog:read"], "webhooks only");
+    const authorization = `Bearer ${await accessToken(server.baseUrl, webhooksOnly.clientId, webhooksOnly.clientSecret)}`;
+    const as = (method: string, route: string, body?: unknown) =>
+      rest(server.baseUrl, method, route, body, { authorization });
+
+    for (const [what, answer] of [
+      ["a new URL", await as("PATCH", path, { url: elsewhere.url() })],
+      ["narrower callback scopes", await as("PATCH", path, { callbackScopes: ["catalog:read"] })],
+      ["a new description", await as("PATCH", path, { description: "mine now" })],
+      ["a new secret", await as("POST", `${path}/secret`, {})],
+      ["a test-fire", await as("POST", `${path}/test-fire`, { eventType: "Entitlement.Renewed" })],
+      ["a deletion", await as("DELETE", path)],
+    ] as const) {
+      assertForbidden(t, answer, what);
+      t.is(answer.body.type, "urn:provision:problem:insufficient-scope", what);
+      t.regex(answer.body.detail, /callback scopes you do not hold: clients:write$/, what);
+    }
+    const kept = await as("GET", path);
+    t.is(kept.status, 200, "reading it is still allowed");
+    t.like(kept.body, { url: receiver.url(), description: "", callbackScopes: ["clients:write", "catalog:read"] });
+
+    const plain = await createSubscription(server, receiver, {}, authorization);
+    t.is(plain.status, 200, JSON.stringify(plain.body));
+    const own = await as("PATCH", `${SUBSCRIPTIONS}/${plain.body.subscription.id}`, { description: "mine" });
+    t.is(own.status, 200, "one without callback scopes it manages as before");
+    t.is(
+      (await rest(server.baseUrl, "PATCH", path, { description: "the admin's" })).status,
+      200,
+      "a client holding them",
+    );
+    for (const id of [created.body.subscription.id, plain.body.subscription.id]) {
+      await rest(server.baseUrl, "DELETE", `${SUBSCRIPTIONS}/${id}`);
+    }
+  } finally {
+    await receiver.close();
+    await elsewhere.close();
+  }
+});
+
 function assertRevoked(t: ExecutionContext, response: JsonResponse, what: string) {
   t.is(response.status, 401, `${what}: ${JSON.stringify(response.body)}`);
   t.true(response.headers.get("www-authenticate")?.includes('error="invalid_token"'), what);
