@@ -112,11 +112,10 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
     { connect: () => connectCoordinator(config, logger), close: (connected) => connected.close() },
     { connect: () => connectInvalidationBus(config, logger), close: (connected) => connected.close() },
   ]);
-  // Several instances share MySQL and Redis: what one cannot publish on Redis goes through MySQL.
+  // On MySQL every instance reads the invalidation log: what one cannot publish on Redis goes through MySQL, and
+  // so do the changes of an operator command run without Redis.
   const loggedBus =
-    config.database.kind === "mysql" && config.coordinator.kind === "redis"
-      ? new LoggedInvalidationBus(redisOrMemoryBus, dataSource, logger)
-      : undefined;
+    config.database.kind === "mysql" ? new LoggedInvalidationBus(redisOrMemoryBus, dataSource, logger) : undefined;
   const bus = loggedBus ?? redisOrMemoryBus;
   let clients: ClientStates | undefined;
   const identity = new IdentityRepository(dataSource, async (clientId) => {

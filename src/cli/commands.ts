@@ -351,8 +351,8 @@ const UNTOLD_CHANGE_SEEN_WITHIN: Record<string, string> = {
 };
 
 /**
- * Tells running instances of a change: on Redis, or, when it cannot be reached, through MySQL's invalidation
- * log, which the instances of a MySQL + Redis deployment read each second.
+ * Tells running instances of a change: on Redis, or, when it is not set or cannot be reached, through MySQL's
+ * invalidation log, which every instance on MySQL reads each second.
  */
 function changeTeller(
   config: Config,
@@ -360,14 +360,11 @@ function changeTeller(
   bus: InvalidationBus | undefined,
   stderr: CliIo["stderr"],
 ): ChangeTeller {
-  if (config.coordinator.kind !== "redis") return async () => {};
-  const tell: ChangeTeller =
+  const tell: ChangeTeller | undefined =
     config.database.kind === "mysql"
       ? (channel, id) => publishOrLog(bus, dataSource, channel, id)
-      : async (channel, id) => {
-          if (!bus) throw new Error("REDIS_URL is unreachable");
-          await bus.publish(channel, id);
-        };
+      : bus && ((channel, id) => bus.publish(channel, id));
+  if (!tell) return async () => {};
   return (channel, id) =>
     tell(channel, id).catch((error: Error) => {
       stderr.write(
@@ -378,16 +375,19 @@ function changeTeller(
 }
 
 /**
- * Running instances cache client state and provider notices and drop them when told of a change through Redis.
- * On the embedded default no process is told: a running embedded server sees CLI changes within 30 s (clients)
- * or a minute (notices).
+ * Running instances cache client state and provider notices and drop them when told of a change (see
+ * changeTeller). On the embedded default no process is told: a running embedded server sees CLI changes within
+ * 30 s (clients) or a minute (notices).
  */
 async function connectBus(config: Config, stderr: CliIo["stderr"]): Promise<InvalidationBus | undefined> {
   if (config.coordinator.kind !== "redis") return undefined;
   try {
     return await connectInvalidationBus(config, createLogger("silent"));
   } catch (error) {
-    const told = config.database.kind === "mysql" ? "are told through the database" : "see changes within 30 s";
+    const told =
+      config.database.kind === "mysql"
+        ? "are told through the database"
+        : "see changes within 30 s (provider notices within a minute)";
     stderr.write(`warning: REDIS_URL is unreachable (${(error as Error).message}); running instances ${told}\n`);
     return undefined;
   }

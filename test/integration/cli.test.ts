@@ -126,31 +126,44 @@ test.serial("rotate-secret replaces the secret and disable/enable switch the cli
   t.is(await products(await accessToken(server.baseUrl, client.clientId, rotated.clientSecret)), 200);
 });
 
-test.serial(
-  "a client disabled while the CLI cannot reach Redis is refused by running instances within seconds",
-  async (t) => {
+async function unusedPort(): Promise<number> {
+  const nothingListening = net.createServer();
+  await new Promise<void>((resolve) => nothingListening.listen(0, "127.0.0.1", () => resolve()));
+  const { port } = nothingListening.address() as net.AddressInfo;
+  await new Promise((resolve) => nothingListening.close(resolve));
+  return port;
+}
+
+for (const [what, redisUrl] of [
+  ["cannot reach Redis", async () => `redis://127.0.0.1:${await unusedPort()}`],
+  ["runs without REDIS_URL", async () => ""],
+] as const) {
+  test.serial(`a client disabled while the CLI ${what} is refused by running instances within seconds`, async (t) => {
     const { databaseUrl, server } = t.context;
     const provider = await cli(databaseUrl, "providers", "create", "--name", "Partitioned Vendor");
     const made = ["clients", "create", "--name", "p", "--scopes", "catalog:read", "--provider", provider.providerId];
     const client = await cli(databaseUrl, ...made);
+    const withoutRedis = await startTestServer({ databaseUrl, env: { REDIS_URL: "" } });
+    t.teardown(() => withoutRedis.close());
     const token = await accessToken(server.baseUrl, client.clientId, client.clientSecret);
-    const products = async () =>
-      (await rest(server.baseUrl, "GET", PRODUCTS, undefined, { authorization: `Bearer ${token}` })).status;
-    t.is(await products(), 200);
-    const nothingListening = net.createServer();
-    await new Promise<void>((resolve) => nothingListening.listen(0, "127.0.0.1", () => resolve()));
-    const { port } = nothingListening.address() as net.AddressInfo;
-    await new Promise((resolve) => nothingListening.close(resolve));
+    const products = async (on: TestServer) =>
+      (await rest(on.baseUrl, "GET", PRODUCTS, undefined, { authorization: `Bearer ${token}` })).status;
+    for (const on of [server, withoutRedis]) t.is(await products(on), 200);
 
-    await cliWithEnv({ REDIS_URL: `redis://127.0.0.1:${port}` }, databaseUrl, "clients", "disable", client.clientId);
-    await pollUntil(
-      "the running instance to refuse the disabled client's token",
-      async () => ((await products()) === 401 ? true : undefined),
-      { timeoutMs: 5_000, intervalMs: 200 },
-    );
+    await cliWithEnv({ REDIS_URL: await redisUrl() }, databaseUrl, "clients", "disable", client.clientId);
+    for (const [name, on] of [
+      ["an instance on MySQL and Redis", server],
+      ["an instance on MySQL alone", withoutRedis],
+    ] as const) {
+      await pollUntil(
+        `${name} to refuse the disabled client's token`,
+        async () => ((await products(on)) === 401 ? true : undefined),
+        { timeoutMs: 5_000, intervalMs: 200 },
+      );
+    }
     t.pass();
-  },
-);
+  });
+}
 
 test.serial("keys rotate puts a new key in the JWKS and old tokens keep working", async (t) => {
   const { databaseUrl, server } = t.context;
