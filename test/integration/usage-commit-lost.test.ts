@@ -8,6 +8,7 @@ import {
   sendUsage,
   usageItems,
 } from "../support/metering.js";
+import { pollUntil } from "../support/poll.js";
 import { startBehindProxy, type TestServer } from "../support/test-server.js";
 
 // The connection to MySQL lost between a usage write's COMMIT and its answer: the write may have committed. Its
@@ -67,4 +68,28 @@ test.serial("a usage batch whose COMMIT's answer is lost: sent again, it is coun
   t.is(await recordedUnits(server, entitlement.entitlementId), 16);
   const next = await preallocate(server.baseUrl, session, "api-calls", 1);
   t.like(next.body, { granted: true, currentValue: 17 });
+});
+
+test.serial("MySQL down at a pre-allocation's COMMIT: the counter is recounted once it is back", async (t) => {
+  const { server, proxy } = t.context;
+  const entitlement = await meteredEntitlement(server.baseUrl, [API_CALLS]);
+  const session = await meteredSession(server.baseUrl, entitlement);
+  t.true((await preallocate(server.baseUrl, session, "api-calls", 10)).body.granted);
+  proxy.armOutage(1500, "usage_records");
+  const lost = await preallocate(server.baseUrl, session, "api-calls", 10);
+  t.is(lost.status, 503, JSON.stringify(lost.body));
+  t.is(lost.body.type, "urn:provision:problem:outcome-unknown");
+  // A refused pre-allocation reserves nothing and answers the counter as it stands.
+  const counter = async () => (await preallocate(server.baseUrl, session, "api-calls", 1_000_000)).body.currentValue;
+  const recounted = await pollUntil(
+    "the counter to be recounted from the records",
+    async () => {
+      const value = await counter().catch(() => undefined);
+      return value === 10 ? value : undefined;
+    },
+    { timeoutMs: 15_000, intervalMs: 250 },
+  );
+  t.is(recounted, 10);
+  t.is(await recordedUnits(server, entitlement.entitlementId), 10, "the COMMIT never reached MySQL");
+  t.like((await preallocate(server.baseUrl, session, "api-calls", 110)).body, { granted: true, currentValue: 120 });
 });
