@@ -79,3 +79,20 @@ test("a start-up whose Redis accepts the connection and never answers fails nami
   await pollUntil("the silent Redis connections to close", noOpenConnection(silent));
   t.is(silent.openConnections(), 0, "nothing left trying in the background");
 });
+
+test("a start-up whose MySQL accepts the connection and never answers fails naming DATABASE_URL once", async (t) => {
+  t.timeout(60_000);
+  const database = await createTestDatabase();
+  t.teardown(() => database.drop());
+  const url = new URL(database.url);
+  const silent = await startTcpProxy({ host: url.hostname, port: Number(url.port || 3306) });
+  t.teardown(() => silent.close());
+  silent.stall();
+  url.host = `127.0.0.1:${silent.port}`;
+  const config = loadConfig({ DATABASE_URL: url.toString(), REDIS_URL: TEST_REDIS_URL });
+
+  const started = Date.now();
+  await t.throwsAsync(createApp(config, createLogger("silent")), { message: /^DATABASE_URL is unreachable/ });
+  // One connection timeout of mysql2 (10 s), not four of them in a row.
+  t.true(Date.now() - started < 25_000, `${Date.now() - started} ms`);
+});
