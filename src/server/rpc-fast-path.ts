@@ -1,15 +1,18 @@
-import type { DescMessage, DescMethod, Message } from "@bufbuild/protobuf";
+import type { DescMessage, DescMethod, JsonValue, Message } from "@bufbuild/protobuf";
 import { Code, ConnectError, createContextValues } from "@connectrpc/connect";
 import { createMethodSerializationLookup, type MethodSerializationLookup } from "@connectrpc/connect/protocol";
 import type { Logger } from "../platform/logger.js";
 import { clientAddressKey, clientAddressOf } from "./client-address.js";
 import { connectErrorOf } from "./error-interceptor.js";
 import type { InProcessCall, ResponseMetadata } from "./in-process-rpc.js";
+import { tooManyItemsError } from "./limits-interceptor.js";
+import { checkJsonLimits, isBatchOverCap } from "./request-limits.js";
 import { responseSignal } from "./response-signal.js";
 import { incomingHeaders } from "./rest/incoming-headers.js";
 import type { NodeRequest, NodeResponse } from "./rest/rest-handler.js";
 import { readBody, replayBody } from "./rpc-body.js";
 import { type FastPathSettings, type Negotiated, responseGone, type UnaryProtocol } from "./rpc-fast-protocol.js";
+import { checkWireLimits } from "./wire-limits.js";
 
 type Serialization = MethodSerializationLookup<DescMessage, DescMessage>;
 
@@ -73,23 +76,30 @@ export function createFastPath(options: FastPathOptions) {
     if (!body) return;
     const serialization = serializationOf(method);
     const bytes = body.complete && (call.declared ?? body.bytes.length) === body.bytes.length ? body.bytes : undefined;
-    const input = bytes && parse(serialization, negotiated.binary, protocol.messageOf(bytes));
+    const data = bytes && protocol.messageOf(bytes);
+    const metadata: ResponseMetadata = {};
+    const overLimits = data && encodedLimitsRefusal(method, negotiated.binary, data);
+    if (overLimits) return answerError(call, overLimits, metadata);
+    const input = parse(serialization, negotiated.binary, data);
     if (!input) {
       call.handOver(replayBody(body, request));
       return;
     }
-    const metadata: ResponseMetadata = {};
     let output: Uint8Array;
     try {
       const message = await options.invoke(method, callOf(call, input, metadata));
       output = serialize(serialization, negotiated.binary, message);
     } catch (reason) {
-      const where = { requestId: request.headers["x-request-id"], procedure: method.name };
-      const error = connectErrorOf(reason, options.logger, where);
-      await protocol.answerError(response, negotiated, error, metadata, settings);
-      return;
+      return answerError(call, reason, metadata);
     }
     await protocol.answer(response, negotiated, output, metadata, settings);
+  }
+
+  async function answerError(call: FastCall, reason: unknown, metadata: ResponseMetadata): Promise<void> {
+    const { request, response, method, protocol, negotiated } = call;
+    const where = { requestId: request.headers["x-request-id"], procedure: method.name };
+    const error = connectErrorOf(reason, options.logger, where);
+    await protocol.answerError(response, negotiated, error, metadata, settings);
   }
 }
 
@@ -117,6 +127,28 @@ function serialize(serialization: Serialization, binary: boolean, message: Messa
   encodings[format] ??= serialization.getO(binary).serialize(message);
   return encodings[format];
 }
+
+/**
+ * The refusal of a request over its caps or its bound on messages, found on its encoded bytes before they are
+ * decoded: decoding hundreds of thousands of small messages would hold the event loop for seconds, for anyone
+ * (authentication comes after decoding). The interceptors check the decoded message the same way.
+ */
+function encodedLimitsRefusal(method: DescMethod, binary: boolean, data: Uint8Array): Error | undefined {
+  const violations = binary ? checkWireLimits(method.input, data) : jsonLimits(method.input, data);
+  return violations.length > 0 ? tooManyItemsError(violations, isBatchOverCap(method, violations)) : undefined;
+}
+
+function jsonLimits(schema: DescMessage, data: Uint8Array) {
+  let json: JsonValue;
+  try {
+    json = JSON.parse(textDecoder.decode(data)) as JsonValue;
+  } catch {
+    return []; // the decoder answers it
+  }
+  return checkJsonLimits(schema, json);
+}
+
+const textDecoder = new TextDecoder();
 
 /** The request message; undefined when it does not parse (connect-node then answers the same bytes). */
 function parse(serialization: Serialization, binary: boolean, data: Uint8Array | undefined): Message | undefined {

@@ -291,3 +291,47 @@ test("REST refuses a list over its cap before decoding it: the cap is named, not
   );
   t.regex(response.body.detail, /1000/);
 });
+
+test("Connect and gRPC refuse 520,000 empty messages from the encoded bytes, before decoding or authentication", async (t) => {
+  const { baseUrl, port } = t.context.servers.MySQL;
+  // 1,040,000 bytes: each `0a 00` is one empty Product of `products`, none of it decoded.
+  const body = new Uint8Array(1_040_000);
+  for (let at = 0; at < body.length; at += 2) body[at] = 0x0a;
+  const connect = await fetch(`${baseUrl}/provision.v1.CatalogService/ImportProducts`, {
+    method: "POST",
+    headers: { "content-type": "application/proto" },
+    body,
+  });
+  t.is(connect.status, 400, "no credentials: refused for its size, not 401 after decoding it");
+  const answer = (await connect.json()) as { code: string; message: string };
+  t.is(answer.code, "invalid_argument");
+  t.regex(answer.message, /products holds 520000 items; at most 1000 are allowed/);
+
+  const json = await fetch(`${baseUrl}/provision.v1.CatalogService/ImportProducts`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ products: Array.from({ length: 101 }, () => ({ features: Array(1000).fill({}) })) }),
+  });
+  t.is(json.status, 400);
+  t.regex(((await json.json()) as { message: string }).message, /more than 100000 messages/);
+
+  const client = grpcClient(CatalogService, `127.0.0.1:${port}`);
+  t.teardown(() => client.close());
+  const nested = Array.from({ length: 101 }, () => create(ProductSchema, { features: Array(1000).fill({}) }));
+  const error = await t.throwsAsync<grpc.ServiceError>(
+    client.call("importProducts", create(ImportProductsRequestSchema, { products: nested }), new grpc.Metadata()),
+  );
+  t.is(error?.code, grpc.status.INVALID_ARGUMENT, "every cap met, but over the bound on messages");
+  t.regex(decodeURIComponent(error?.details ?? ""), /more than 100000 messages/);
+});
+
+test("REST refuses a body holding more messages than the bound, though each list is within its cap", async (t) => {
+  const { baseUrl } = t.context.servers.MySQL;
+  const products = Array.from({ length: 101 }, (_, index) => ({
+    productCode: `B${index}`,
+    features: Array(1000).fill({}),
+  }));
+  const response = await rest(baseUrl, "POST", `${PRODUCTS}/import`, products);
+  t.is(response.status, 400, JSON.stringify(response.body).slice(0, 300));
+  t.regex(response.body.detail, /more than 100000 messages/);
+});
