@@ -32,6 +32,11 @@ const HTTP2_PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
 const FIRST_BYTES_TIMEOUT_MS = 10_000;
 /** An HTTP/2 session with no stream activity this long is closed; clients reconnect when they need to. */
 const HTTP2_IDLE_TIMEOUT_MS = 120_000;
+/**
+ * Streams a client may have open at once on one HTTP/2 connection (Node advertises no limit otherwise: one
+ * connection could open tens of thousands and hold the event loop for seconds). Clients queue beyond it.
+ */
+const HTTP2_SETTINGS: http2.Settings = { maxConcurrentStreams: 128 };
 const HTTP1_TIMEOUTS = { headersMs: 60_000, requestMs: 300_000, checkIntervalMs: 2_000 };
 
 /**
@@ -97,10 +102,11 @@ export async function listen(handler: RequestHandler, options: ListenOptions): P
           ALPNProtocols: ["h2", "http/1.1"],
           // Node's HTTP/2 turns Nagle off on its sessions' sockets; this covers HTTP/1.1 over TLS too.
           noDelay: true,
+          settings: HTTP2_SETTINGS,
         },
         tracked,
       )
-    : http2.createServer({}, tracked);
+    : http2.createServer({ settings: HTTP2_SETTINGS }, tracked);
   h2.setTimeout(HTTP2_IDLE_TIMEOUT_MS);
   h2.on("checkExpectation", tracked);
   h2.on("checkContinue", continuing);

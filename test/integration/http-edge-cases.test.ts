@@ -598,3 +598,22 @@ test("a boolean in a path is read in any case", async (t) => {
   t.like((await rest(server.baseUrl, "PUT", `${CLIENTS}/${clientId}/enabled/FALSE`)).body, { disabled: true });
   t.like((await rest(server.baseUrl, "PUT", `${CLIENTS}/${clientId}/enabled/tRuE`)).body, { disabled: false });
 });
+
+test("HTTP/2 advertises at most 128 concurrent streams; 200 requests at once on one connection all answer", async (t) => {
+  const { server } = t.context;
+  const session = http2.connect(server.baseUrl);
+  t.teardown(() => session.close());
+  session.on("error", () => undefined);
+  const [settings] = (await once(session, "remoteSettings")) as [http2.Settings];
+  t.is(settings.maxConcurrentStreams, 128);
+  const statuses = await Promise.all(
+    Array.from({ length: 200 }, async () => {
+      const stream = session.request({ ":path": "/healthz" });
+      stream.resume();
+      const [headers] = (await once(stream, "response")) as [http2.IncomingHttpHeaders];
+      await once(stream, "end");
+      return headers[":status"];
+    }),
+  );
+  t.deepEqual(new Set(statuses), new Set([200]), "the client queued what the server's limit held back");
+});
