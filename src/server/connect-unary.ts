@@ -47,8 +47,8 @@ export const connectUnary: UnaryProtocol = {
     );
   },
 
-  messageOf(body) {
-    return body;
+  messageOf(body, negotiated) {
+    return { data: body, compressed: negotiated.requestCompression !== null };
   },
 
   async answer(response, negotiated, output, metadata, settings) {

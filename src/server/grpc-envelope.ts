@@ -2,11 +2,12 @@
 const HEADER_BYTES = 5;
 
 /**
- * The data of a body that is exactly one uncompressed message; undefined for anything else (an empty or
- * truncated body, a compressed flag, trailing bytes, more than one message), which connect-node answers.
+ * The data of a body that is exactly one message, flagged compressed only when the request names an encoding;
+ * undefined for anything else (an empty or truncated body, another flag, trailing bytes, more than one
+ * message), which connect-node answers.
  */
-export function decodeEnvelope(body: Buffer): Uint8Array | undefined {
-  if (body.length < HEADER_BYTES || body[0] !== 0) return undefined;
+export function decodeEnvelope(body: Buffer, encoded = false): { data: Uint8Array; compressed: boolean } | undefined {
+  if (body.length < HEADER_BYTES || !(body[0] === 0 || (body[0] === 1 && encoded))) return undefined;
   if (body.readUInt32BE(1) !== body.length - HEADER_BYTES) return undefined;
-  return body.subarray(HEADER_BYTES);
+  return { data: body.subarray(HEADER_BYTES), compressed: body[0] === 1 };
 }

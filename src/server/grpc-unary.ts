@@ -43,7 +43,9 @@ export const grpcUnary: UnaryProtocol = {
     return negotiateTerms(request, settings, type?.binary, TERM_HEADERS, parseTimeout);
   },
 
-  messageOf: decodeEnvelope,
+  messageOf(body, negotiated) {
+    return decodeEnvelope(body, negotiated.requestCompression !== null);
+  },
 
   async answer(response, negotiated, output, metadata, settings) {
     const envelope = await envelopeCompress(

@@ -11,7 +11,13 @@ import { responseSignal } from "./response-signal.js";
 import { incomingHeaders } from "./rest/incoming-headers.js";
 import type { NodeRequest, NodeResponse } from "./rest/rest-handler.js";
 import { readBody, replayBody } from "./rpc-body.js";
-import { type FastPathSettings, type Negotiated, responseGone, type UnaryProtocol } from "./rpc-fast-protocol.js";
+import {
+  type BodyMessage,
+  type FastPathSettings,
+  type Negotiated,
+  responseGone,
+  type UnaryProtocol,
+} from "./rpc-fast-protocol.js";
 import { checkWireLimits } from "./wire-limits.js";
 
 type Serialization = MethodSerializationLookup<DescMessage, DescMessage>;
@@ -29,7 +35,8 @@ export interface FastPathOptions {
 }
 
 /**
- * Answers the common unary call (Connect or gRPC, uncompressed, one message) itself: reads the body, decodes
+ * Answers the common unary call (Connect or gRPC, one message, uncompressed or in an encoding connect-node
+ * offers) itself: reads the body, decodes
  * it, calls the implementation in process through the interceptors and writes the answer, with none of
  * connect-node's per-call async iterables. Anything else, and any body that is not one well-formed message, goes
  * to connect-node, which answers it (and its mistakes) as it always has.
@@ -76,7 +83,8 @@ export function createFastPath(options: FastPathOptions) {
     if (!body) return;
     const serialization = serializationOf(method);
     const bytes = body.complete && (call.declared ?? body.bytes.length) === body.bytes.length ? body.bytes : undefined;
-    const data = bytes && protocol.messageOf(bytes);
+    const sent = bytes && protocol.messageOf(bytes, negotiated);
+    const data = sent && (await inflated(sent, negotiated, settings.readMaxBytes));
     const metadata: ResponseMetadata = {};
     const overLimits = data && encodedLimitsRefusal(method, negotiated.binary, data);
     if (overLimits) return answerError(call, overLimits, metadata);
@@ -126,6 +134,19 @@ function serialize(serialization: Serialization, binary: boolean, message: Messa
   const format = binary ? "binary" : "json";
   encodings[format] ??= serialization.getO(binary).serialize(message);
   return encodings[format];
+}
+
+/**
+ * The message as decoded: inflated when it was sent compressed (within readMaxBytes). Undefined when it cannot
+ * be: connect-node answers those bytes, as it always has.
+ */
+async function inflated(
+  sent: BodyMessage,
+  negotiated: Negotiated,
+  readMaxBytes: number,
+): Promise<Uint8Array | undefined> {
+  if (!sent.compressed) return sent.data;
+  return negotiated.requestCompression?.decompress(sent.data, readMaxBytes).catch(() => undefined);
 }
 
 /**

@@ -15,6 +15,14 @@ export interface Negotiated {
   timeoutMs?: number;
   /** How the response is compressed, when the client accepts a compression connect-node offers. */
   compression: Compression | null;
+  /** How the request is compressed (its `content-encoding` or `grpc-encoding`); null when it is not. */
+  requestCompression: Compression | null;
+}
+
+/** The one message a request body carries, as sent: compressed or not. */
+export interface BodyMessage {
+  data: Uint8Array;
+  compressed: boolean;
 }
 
 /** One protocol's unary calls, answered the way connect-node answers them. */
@@ -25,8 +33,8 @@ export interface UnaryProtocol {
    * for anything else (another protocol, compression, a header connect-node would refuse...).
    */
   negotiate(request: NodeRequest, settings: FastPathSettings): Negotiated | undefined;
-  /** The message a body carries; undefined unless it is exactly one uncompressed message. */
-  messageOf(body: Buffer): Uint8Array | undefined;
+  /** The message a body carries; undefined unless it is exactly one message, compressed only as negotiated. */
+  messageOf(body: Buffer, negotiated: Negotiated): BodyMessage | undefined;
   answer(
     response: NodeResponse,
     negotiated: Negotiated,
@@ -53,9 +61,9 @@ export interface TermHeaders {
 }
 
 /**
- * The terms of an uncompressed request whose content type the protocol parsed (`binary`, or undefined when it
- * is not the protocol's), as connect-node reads them; undefined when the request is compressed or its deadline
- * does not parse (connect-node answers those).
+ * The terms of a request whose content type the protocol parsed (`binary`, or undefined when it is not the
+ * protocol's), as connect-node reads them; undefined when it is compressed in an encoding connect-node does not
+ * offer or its deadline does not parse (connect-node answers those).
  */
 export function negotiateTerms(
   request: NodeRequest,
@@ -66,16 +74,21 @@ export function negotiateTerms(
 ): Negotiated | undefined {
   if (binary === undefined) return undefined;
   const encoding = headerOf(request, headers.encoding);
-  if (encoding !== null && encoding !== "identity") return undefined;
   const timeout = parseTimeout(headerOf(request, headers.timeout), settings.maxTimeoutMs);
   if (timeout.error) return undefined;
-  const { response } = compressionNegotiate(
+  const negotiated = compressionNegotiate(
     settings.acceptCompression,
     encoding,
     headerOf(request, headers.acceptEncoding),
     headers.acceptEncodingName,
   );
-  return { binary, timeoutMs: timeout.timeoutMs, compression: response };
+  if (negotiated.error) return undefined;
+  return {
+    binary,
+    timeoutMs: timeout.timeoutMs,
+    compression: negotiated.response,
+    requestCompression: negotiated.request,
+  };
 }
 
 /** A request header as one string (Node gives repeated ones as arrays, save a few it keeps once), or null. */

@@ -1,6 +1,7 @@
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { gzipSync } from "node:zlib";
 import { create } from "@bufbuild/protobuf";
 import { DurationSchema, TimestampSchema } from "@bufbuild/protobuf/wkt";
 import * as grpc from "@grpc/grpc-js";
@@ -306,6 +307,13 @@ test("Connect and gRPC refuse 520,000 empty messages from the encoded bytes, bef
   const answer = (await connect.json()) as { code: string; message: string };
   t.is(answer.code, "invalid_argument");
   t.regex(answer.message, /products holds 520000 items; at most 1000 are allowed/);
+  const gzipped = await fetch(`${baseUrl}/provision.v1.CatalogService/ImportProducts`, {
+    method: "POST",
+    headers: { "content-type": "application/proto", "content-encoding": "gzip" },
+    body: gzipSync(body),
+  });
+  t.is(gzipped.status, 400, "gzipped (about 1 KB sent): inflated within the body limit and refused the same way");
+  t.regex(((await gzipped.json()) as { message: string }).message, /products holds 520000 items/);
 
   const json = await fetch(`${baseUrl}/provision.v1.CatalogService/ImportProducts`, {
     method: "POST",
