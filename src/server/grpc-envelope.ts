@@ -2,12 +2,16 @@
 const HEADER_BYTES = 5;
 
 /**
- * The data of a body that is exactly one message, flagged compressed only when the request names an encoding;
- * undefined for anything else (an empty or truncated body, another flag, trailing bytes, more than one
- * message), which connect-node answers.
+ * The data of a body's first message, flagged compressed only when the request names an encoding, and whether
+ * more bytes follow it (connect-node answers such a body: a unary call sends one message); undefined for an
+ * empty or truncated body or another flag, which connect-node answers too.
  */
-export function decodeEnvelope(body: Buffer, encoded = false): { data: Uint8Array; compressed: boolean } | undefined {
+export function decodeEnvelope(
+  body: Buffer,
+  encoded = false,
+): { data: Uint8Array; compressed: boolean; trailing: boolean } | undefined {
   if (body.length < HEADER_BYTES || !(body[0] === 0 || (body[0] === 1 && encoded))) return undefined;
-  if (body.readUInt32BE(1) !== body.length - HEADER_BYTES) return undefined;
-  return { data: body.subarray(HEADER_BYTES), compressed: body[0] === 1 };
+  const end = HEADER_BYTES + body.readUInt32BE(1);
+  if (end > body.length) return undefined;
+  return { data: body.subarray(HEADER_BYTES, end), compressed: body[0] === 1, trailing: end < body.length };
 }

@@ -88,7 +88,7 @@ export function createFastPath(options: FastPathOptions) {
     const metadata: ResponseMetadata = {};
     const overLimits = data && encodedLimitsRefusal(method, negotiated.binary, data);
     if (overLimits) return answerError(call, overLimits, metadata);
-    const input = parse(serialization, negotiated.binary, data);
+    const input = sent?.trailing ? undefined : parse(serialization, negotiated.binary, data);
     if (!input) {
       call.handOver(replayBody(body, request));
       return;

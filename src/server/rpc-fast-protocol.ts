@@ -19,10 +19,12 @@ export interface Negotiated {
   requestCompression: Compression | null;
 }
 
-/** The one message a request body carries, as sent: compressed or not. */
+/** The message a request body carries, as sent: compressed or not. */
 export interface BodyMessage {
   data: Uint8Array;
   compressed: boolean;
+  /** More bytes follow it: the body is not one message (connect-node answers it, once its caps are checked). */
+  trailing?: boolean;
 }
 
 /** One protocol's unary calls, answered the way connect-node answers them. */
@@ -33,7 +35,7 @@ export interface UnaryProtocol {
    * for anything else (another protocol, compression, a header connect-node would refuse...).
    */
   negotiate(request: NodeRequest, settings: FastPathSettings): Negotiated | undefined;
-  /** The message a body carries; undefined unless it is exactly one message, compressed only as negotiated. */
+  /** The (first) message a body carries, compressed only as negotiated; undefined when there is none. */
   messageOf(body: Buffer, negotiated: Negotiated): BodyMessage | undefined;
   answer(
     response: NodeResponse,

@@ -31,12 +31,11 @@ const fieldTables = new WeakMap<DescMessage, Map<number, WireField>>();
  * The caps of a request message in the protobuf binary format, checked on the encoded bytes before any of it is
  * decoded (as checkMessageLimits checks a decoded one, naming the same fields), and the number of messages it
  * holds bounded by MAX_DECODED_MESSAGES: decoding hundreds of thousands of small messages would hold the event
- * loop for seconds. Bytes that do not read as the schema are left to the decoder (no violation).
+ * loop for seconds. Bytes that stop reading as the schema are checked up to there; the decoder answers the rest.
  */
 export function checkWireLimits(schema: DescMessage, bytes: Uint8Array): FieldViolation[] {
   const scan: Scan = { out: [], messages: 0, malformed: false };
   visit(schema, bytes, 0, bytes.length, "", scan);
-  if (scan.malformed) return [];
   if (scan.messages > MAX_DECODED_MESSAGES) return [tooManyMessages()];
   return scan.out;
 }
@@ -50,7 +49,7 @@ function visit(schema: DescMessage, bytes: Uint8Array, start: number, end: numbe
     const tag = readVarint(bytes, at, end);
     if (!tag) {
       fail(scan);
-      return;
+      break;
     }
     at = tag.next;
     const number = Math.floor(tag.value / 8);
@@ -61,7 +60,7 @@ function visit(schema: DescMessage, bytes: Uint8Array, start: number, end: numbe
       const length = readVarint(bytes, at, end);
       if (!length || length.next + length.value > end) {
         fail(scan);
-        return;
+        break;
       }
       const from = length.next;
       at = from + length.value;
@@ -79,12 +78,13 @@ function visit(schema: DescMessage, bytes: Uint8Array, start: number, end: numbe
     const skipped = skip(bytes, at, end, wireType, number);
     if (skipped === undefined) {
       fail(scan);
-      return;
+      break;
     }
     at = skipped;
     if (container) counts.set(number, (counts.get(number) ?? 0) + 1);
   }
-  if (scan.malformed) return;
+  // Bytes that stop reading as the schema still have their caps checked on what came before: a decoder would
+  // build all of that before it failed.
   for (const [number, { field, cap, element }] of fields) {
     if (scan.out.length >= MAX_REPORTED || scan.messages > MAX_DECODED_MESSAGES) return;
     const count = counts.get(number) ?? 0;
@@ -94,7 +94,7 @@ function visit(schema: DescMessage, bytes: Uint8Array, start: number, end: numbe
       continue;
     }
     const slices = nested.get(number);
-    if (!element || !slices) continue;
+    if (!element || !slices || scan.malformed) continue;
     for (let index = 0; index < slices.length; index += 2) {
       const [from, to] = [slices[index], slices[index + 1]];
       if (field.fieldKind === "list") visit(element, bytes, from, to, `${fieldPath}[${index / 2}].`, scan);

@@ -1,4 +1,6 @@
+import { once } from "node:events";
 import fs from "node:fs";
+import http2 from "node:http2";
 import os from "node:os";
 import path from "node:path";
 import { gzipSync } from "node:zlib";
@@ -322,6 +324,24 @@ test("Connect and gRPC refuse 520,000 empty messages from the encoded bytes, bef
   });
   t.is(json.status, 400);
   t.regex(((await json.json()) as { message: string }).message, /more than 100000 messages/);
+
+  const session = http2.connect(baseUrl);
+  t.teardown(() => session.close());
+  session.on("error", () => undefined);
+  const envelope = Buffer.alloc(5 + body.length + 1);
+  envelope.writeUInt32BE(body.length, 1);
+  envelope.set(body, 5); // and one byte more: not one message, which connect-node would decode before refusing
+  const stream = session.request({
+    ":method": "POST",
+    ":path": "/provision.v1.CatalogService/ImportProducts",
+    "content-type": "application/grpc",
+    te: "trailers",
+  });
+  stream.end(envelope);
+  stream.resume();
+  const [trailers] = (await once(stream, "trailers")) as [http2.IncomingHttpHeaders];
+  t.is(trailers["grpc-status"], String(grpc.status.INVALID_ARGUMENT));
+  t.regex(decodeURIComponent(String(trailers["grpc-message"])), /products holds 520000 items/);
 
   const client = grpcClient(CatalogService, `127.0.0.1:${port}`);
   t.teardown(() => client.close());

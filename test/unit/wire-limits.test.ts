@@ -54,7 +54,14 @@ test("a request holding more messages than the bound is refused, though each lis
   t.deepEqual(wire, [tooManyMessages()]);
 });
 
-test("bytes that are not the schema's protobuf are left to the decoder", (t) => {
+test("bytes that stop reading as protobuf are checked up to there; what holds nothing over is left to the decoder", (t) => {
+  const products = new Uint8Array(2 * 1001 + 2);
+  for (let at = 0; at < 2 * 1001; at += 2) products[at] = 0x0a;
+  products.set([0x0a, 0x05], 2 * 1001); // a record longer than what is left
+  t.deepEqual(checkWireLimits(ImportProductsRequestSchema, products), [
+    { field: "products", message: "holds 1001 items; at most 1000 are allowed" },
+  ]);
+
   t.deepEqual(checkWireLimits(ImportProductsRequestSchema, Uint8Array.of(0x0a, 0x05, 0x00)), [], "a truncated record");
   t.deepEqual(checkWireLimits(ImportProductsRequestSchema, Uint8Array.of(0x0c)), [], "an end-group out of place");
   t.deepEqual(checkWireLimits(ImportProductsRequestSchema, new Uint8Array()), []);
