@@ -1,6 +1,8 @@
+import { isUtf8 } from "node:buffer";
 import type { DescMessage, DescMethod, JsonValue, Message } from "@bufbuild/protobuf";
 import { Code, ConnectError, createContextValues } from "@connectrpc/connect";
 import { createMethodSerializationLookup, type MethodSerializationLookup } from "@connectrpc/connect/protocol";
+import { DomainError } from "../platform/errors.js";
 import type { Logger } from "../platform/logger.js";
 import { clientAddressKey, clientAddressOf } from "./client-address.js";
 import { connectErrorOf } from "./error-interceptor.js";
@@ -86,8 +88,8 @@ export function createFastPath(options: FastPathOptions) {
     const sent = bytes && protocol.messageOf(bytes, negotiated);
     const data = sent && (await inflated(sent, negotiated, settings.readMaxBytes));
     const metadata: ResponseMetadata = {};
-    const overLimits = data && encodedLimitsRefusal(method, negotiated.binary, data);
-    if (overLimits) return answerError(call, overLimits, metadata);
+    const refusal = data && encodedRefusal(method, negotiated.binary, data);
+    if (refusal) return answerError(call, refusal, metadata);
     const input = sent?.trailing ? undefined : parse(serialization, negotiated.binary, data);
     if (!input) {
       call.handOver(replayBody(body, request));
@@ -150,11 +152,16 @@ async function inflated(
 }
 
 /**
- * The refusal of a request over its caps or its bound on messages, found on its encoded bytes before they are
- * decoded: decoding hundreds of thousands of small messages would hold the event loop for seconds, for anyone
- * (authentication comes after decoding). The interceptors check the decoded message the same way.
+ * The refusal of a request over its caps or its bound on messages (or of JSON that is not UTF-8), found on its
+ * encoded bytes before they are decoded: decoding hundreds of thousands of small messages would hold the event
+ * loop for seconds, for anyone (authentication comes after decoding). The interceptors check the decoded
+ * message the same way.
  */
-function encodedLimitsRefusal(method: DescMethod, binary: boolean, data: Uint8Array): Error | undefined {
+function encodedRefusal(method: DescMethod, binary: boolean, data: Uint8Array): Error | undefined {
+  if (!binary && !isUtf8(data)) {
+    // The decoder would read such bytes as U+FFFD and store that; REST refuses them as malformed JSON too.
+    return new DomainError("invalid-argument", "the JSON body is not UTF-8", { slug: "malformed-request" });
+  }
   const violations = binary ? checkWireLimits(method.input, data) : jsonLimits(method.input, data);
   return violations.length > 0 ? tooManyItemsError(violations, isBatchOverCap(method, violations)) : undefined;
 }

@@ -363,3 +363,21 @@ test("REST refuses a body holding more messages than the bound, though each list
   t.is(response.status, 400, JSON.stringify(response.body).slice(0, 300));
   t.regex(response.body.detail, /more than 100000 messages/);
 });
+
+test("Connect JSON that is not UTF-8 is refused as malformed, as REST refuses it, rather than stored as U+FFFD", async (t) => {
+  const { baseUrl } = t.context.servers.MySQL;
+  const body = Buffer.concat([
+    Buffer.from('{"productCode":"UTF8-'),
+    Buffer.from([0xff, 0xfe, 0xc3, 0x28]),
+    Buffer.from('"}'),
+  ]);
+  const answer = await fetch(`${baseUrl}/provision.v1.CatalogService/CreateProduct`, {
+    method: "POST",
+    headers: { "content-type": "application/json", authorization: t.context.servers.MySQL.adminAuthorization },
+    body,
+  });
+  t.is(answer.status, 400);
+  t.like(await answer.json(), { code: "invalid_argument", message: "the JSON body is not UTF-8" });
+  const listed = await rest(baseUrl, "GET", `${PRODUCTS}?filter=UTF8-`);
+  t.is(listed.body.totalCount, 0, "nothing stored");
+});
