@@ -119,11 +119,7 @@ async function importAll(deps: IdsAndClock, tx: CatalogTransaction, providerId: 
       )
     ).map((row) => [row.productCode, row]),
   );
-  const owners = await tx.productOwners(
-    products
-      .filter((product) => !existing.has(product.productCode.trim()) && product.id)
-      .map((p) => p.id.toLowerCase()),
-  );
+  const owners = await tx.productOwners(products.filter((product) => product.id).map((p) => p.id.toLowerCase()));
   const children = await tx.childrenOf([...existing.values()].map((row) => row.id));
   const takenFeatures = await tx.takenFeatureIds(wantedIds(products.flatMap((product) => product.features)));
   const takenAssets = await tx.takenAssetIds(wantedIds(products.flatMap((product) => product.monitoredAssets)));
@@ -133,6 +129,7 @@ async function importAll(deps: IdsAndClock, tx: CatalogTransaction, providerId: 
   for (const [index, incoming] of products.entries()) {
     if (index % PRODUCTS_PER_PAUSE === PRODUCTS_PER_PAUSE - 1) await tx.pause();
     const current = existing.get(incoming.productCode.trim());
+    if (current) refuseOtherProductsId(incoming, index, current, providerId, owners);
     const id = current?.id ?? importedProductId(deps.newId, incoming, index, providerId, owners, claimedProductIds);
     const row = importedRow(deps.clock, incoming, id, providerId, current);
     (current ? writes.updateProducts : writes.insertProducts).push(row);
@@ -249,4 +246,25 @@ function importedProductId(
   }
   claimed.add(id);
   return owners.has(id) ? newId() : id;
+}
+
+/**
+ * A product replaced by its productCode keeps its id; an imported id naming another of the provider's products
+ * would replace this one in that one's name, so it is refused. Any other id (free, or another provider's) is
+ * ignored, as the code decides.
+ */
+function refuseOtherProductsId(
+  incoming: Product,
+  index: number,
+  current: ProductRow,
+  providerId: string,
+  owners: Map<string, string>,
+): void {
+  const id = incoming.id.toLowerCase();
+  if (id && id !== current.id && owners.get(id) === providerId) {
+    throw conflict(
+      `products[${index}].id ${id} is the id of another of your products than the one with productCode ${current.productCode}`,
+      "product-id-taken",
+    );
+  }
 }

@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import anyTest, { type TestFn } from "ava";
 import { steppingClock } from "../support/manual-clock.js";
 import { PRODUCTS, rest } from "../support/rest.js";
@@ -640,4 +641,27 @@ test("a locked product refuses changes with 409", async (t) => {
   t.is(refused.body.type, "urn:provision:problem:product-locked");
   const feature = await rest(baseUrl, "POST", `${PRODUCTS}/${id}/features`, { featureCode: "f" });
   t.is(feature.status, 409);
+});
+
+test("an imported id naming another of the provider's products is refused, whether its code exists or not", async (t) => {
+  const { baseUrl } = t.context.server;
+  const a = (await createProduct(t, { productCode: "IDS-A", name: "A" })).body;
+  const b = (await createProduct(t, { productCode: "IDS-B", name: "B" })).body;
+  const importing = (products: Record<string, unknown>[]) => rest(baseUrl, "POST", `${PRODUCTS}/import`, products);
+
+  const overB = await importing([{ id: a.id, productCode: "IDS-B", name: "B as A" }]);
+  t.is(overB.status, 409, "A's id with B's code would replace B in A's name");
+  t.is(overB.body.type, "urn:provision:problem:product-id-taken");
+  const asNew = await importing([{ id: b.id, productCode: "IDS-NEW" }]);
+  t.is(asNew.status, 409, "B's id for a new code");
+  for (const [product, name] of [
+    [a, "A"],
+    [b, "B"],
+  ] as const) {
+    t.like((await rest(baseUrl, "GET", `${PRODUCTS}/${product.id}`)).body, { name, revisionNumber: 1 });
+  }
+
+  const byCode = await importing([{ id: randomUUID(), productCode: "IDS-B", name: "B replaced" }]);
+  t.is(byCode.status, 200, "a free id beside an existing code: the code decides, as documented");
+  t.like((await rest(baseUrl, "GET", `${PRODUCTS}/${b.id}`)).body, { name: "B replaced", revisionNumber: 2 });
 });
