@@ -3,6 +3,7 @@ import getRawBody from "raw-body";
 import { countAttempt, limitRequest, RateLimited, retryAfterSeconds } from "../platform/attempt-limits.js";
 import type { Clock } from "../platform/clock.js";
 import type { Coordinator } from "../platform/coordinator.js";
+import { FairTurns } from "../platform/fair-turns.js";
 import type { Logger } from "../platform/logger.js";
 import { addressBucket, clientAddressOf } from "../server/client-address.js";
 import { writeJson, writeProblem } from "../server/http-responses.js";
@@ -43,8 +44,16 @@ class TokenError extends Error {
   }
 }
 
+/**
+ * Secret checks (scrypt, on libuv's pool of 4 threads) under way at once: the rest wait their turn, taken by
+ * source address in rotation, so that one address's burst of wrong secrets (within its rate limit) delays
+ * another address's token by one check, not by the whole burst; and the pool keeps threads for other work.
+ */
+const SECRET_CHECKS_AT_ONCE = 2;
+
 /** The OAuth 2.0 token endpoint (RFC 6749 §4.4): client credentials for a short-lived access token. */
 export function createTokenEndpoint(options: TokenEndpointOptions) {
+  const secretChecks = new FairTurns(SECRET_CHECKS_AT_ONCE);
   const limiters = {
     perAddress: options.coordinator.rateLimiter({
       name: "token:address",
@@ -85,7 +94,9 @@ export function createTokenEndpoint(options: TokenEndpointOptions) {
         `${found?.clientId ?? credentials.clientId}:${address}`,
         warn,
       );
-      const secretMatches = await verifySecret(credentials.clientSecret, found?.secretHash ?? DECOY_HASH);
+      const secretMatches = await secretChecks.run(address, () =>
+        verifySecret(credentials.clientSecret, found?.secretHash ?? DECOY_HASH),
+      );
       const client =
         found && found.clientId === credentials.clientId && secretMatches && !found.disabled ? found : undefined;
       if (!client) throw new TokenError("invalid_client", "client authentication failed");

@@ -270,3 +270,29 @@ test("a client id over 256 characters is refused as invalid_request before it is
   const atTheLimit = await requestToken(first.baseUrl, "y".repeat(256), "wrong");
   t.is(atTheLimit.status, 401, "256 characters are still looked up");
 });
+
+test("a burst of wrong secrets from one address delays another address's token by a turn, not the whole burst", async (t) => {
+  const { first } = t.context;
+  const attacker = randomLoopbackAddress();
+  const finished: string[] = [];
+  // Unknown client ids: each is checked against the decoy hash, at a real secret check's cost.
+  const burst = Array.from({ length: 40 }, (_, index) =>
+    tokenRequestFrom(first, attacker, { clientId: `nobody-${randomInt(1e9)}`, clientSecret: `wrong-${index}` }).then(
+      (answer) => {
+        finished.push("burst");
+        return answer;
+      },
+    ),
+  );
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  const legitimate = await tokenRequestFrom(first, randomLoopbackAddress());
+  finished.push("legitimate");
+  const answers = await Promise.all(burst);
+  t.is(legitimate.status, 200);
+  t.true(
+    answers.every((answer) => answer.status === 401),
+    JSON.stringify(answers.map((a) => a.status)),
+  );
+  const before = finished.indexOf("legitimate");
+  t.true(before < 20, `the token came after ${before} of the burst's 40 checks`);
+});
