@@ -5,6 +5,7 @@ import type { Clock } from "../platform/clock.js";
 import type { Coordinator } from "../platform/coordinator.js";
 import { FairTurns } from "../platform/fair-turns.js";
 import type { Logger } from "../platform/logger.js";
+import { warnThrottled } from "../platform/throttled-warnings.js";
 import { addressBucket, clientAddressOf } from "../server/client-address.js";
 import { writeJson, writeProblem } from "../server/http-responses.js";
 import type { NodeRequest, NodeResponse } from "../server/rest/rest-handler.js";
@@ -147,7 +148,8 @@ export function createTokenEndpoint(options: TokenEndpointOptions) {
 }
 
 function warnUnavailable(options: TokenEndpointOptions, error: unknown): void {
-  options.logger.warn(
+  warnThrottled(
+    options.logger,
     { err: { message: (error as Error).message } },
     "token rate limit skipped: coordinator unavailable",
   );

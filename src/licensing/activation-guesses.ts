@@ -2,6 +2,7 @@ import { type CountedAttempt, countAttempt, RateLimited, retryAfterSeconds } fro
 import type { Coordinator } from "../platform/coordinator.js";
 import { DomainError } from "../platform/errors.js";
 import type { Logger } from "../platform/logger.js";
+import { warnThrottled } from "../platform/throttled-warnings.js";
 import { addressBucket } from "../server/client-address.js";
 
 const WINDOW_SECONDS = 60;
@@ -42,7 +43,8 @@ export class ActivationGuesses {
     });
     try {
       return await countAttempt(limiter, addressBucket(clientAddress), (error) =>
-        this.logger.warn(
+        warnThrottled(
+          this.logger,
           { err: { message: (error as Error).message } },
           "activation rate limit skipped: coordinator unavailable",
         ),

@@ -4,6 +4,7 @@ import { ProblemDetailsSchema } from "../../gen/provision/v1/problem_pb.js";
 import { DomainError } from "../platform/errors.js";
 import type { Logger } from "../platform/logger.js";
 import { databaseUnavailable, isDatabaseUnreachable } from "../platform/lost-connections.js";
+import { warnThrottled } from "../platform/throttled-warnings.js";
 import { PROBLEM_MAPPINGS, PROBLEM_TYPE_PREFIX } from "./problem-mapping.js";
 
 /**
@@ -44,23 +45,10 @@ export function connectErrorOf(error: unknown, logger: Logger, where: FailedCall
   return new ConnectError("internal error", Code.Internal);
 }
 
-const UNREACHABLE_WARNING_INTERVAL_MS = 5000;
-const lastUnreachableWarning = new WeakMap<Logger, { at: number; since: number }>();
-
 /** One warning per interval while the database stays out of reach, counting the requests it failed meanwhile. */
 function warnUnreachable(logger: Logger, error: unknown, where: FailedCall): void {
-  const now = Date.now();
-  const last = lastUnreachableWarning.get(logger);
-  if (last && now - last.at < UNREACHABLE_WARNING_INTERVAL_MS) {
-    last.since++;
-    return;
-  }
-  lastUnreachableWarning.set(logger, { at: now, since: 0 });
   const { message, code } = error as { message?: string; code?: string };
-  logger.warn(
-    { err: { message, code }, ...where, failedSinceLastWarning: last?.since ?? 0 },
-    "database unreachable: answering 503",
-  );
+  warnThrottled(logger, { err: { message, code }, ...where }, "database unreachable: answering 503");
 }
 
 export function toConnectError(error: DomainError): ConnectError {

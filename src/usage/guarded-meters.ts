@@ -1,5 +1,6 @@
 import { DomainError } from "../platform/errors.js";
 import type { Logger } from "../platform/logger.js";
+import { warnThrottled } from "../platform/throttled-warnings.js";
 import type { UsageMeters } from "../platform/usage-meters.js";
 
 /**
@@ -9,7 +10,7 @@ import type { UsageMeters } from "../platform/usage-meters.js";
 export function guardedMeters(meters: UsageMeters, logger: Logger): UsageMeters {
   const guard = <T>(work: Promise<T>): Promise<T> =>
     work.catch((error: Error) => {
-      logger.warn({ err: { message: error.message } }, "usage counters failed");
+      warnThrottled(logger, { err: { message: error.message } }, "usage counters failed");
       throw countersUnavailable("the coordinator did not answer");
     });
   return {
