@@ -184,7 +184,10 @@ export class DeliveryWorker {
     this.unrecorded++;
     recorded
       .catch((error: Error) =>
-        this.deps.logger.warn({ err: error, deliveryId: delivery.id }, "webhook delivery could not be recorded"),
+        this.deps.logger.warn(
+          { err: loggedFailure(error), deliveryId: delivery.id },
+          "webhook delivery could not be recorded",
+        ),
       )
       .finally(() => this.settled(() => this.unrecorded--));
   }
