@@ -37,6 +37,12 @@ const HTTP2_IDLE_TIMEOUT_MS = 120_000;
  * connection could open tens of thousands and hold the event loop for seconds). Clients queue beyond it.
  */
 const HTTP2_SETTINGS: http2.Settings = { maxConcurrentStreams: 128 };
+/**
+ * On close, idle HTTP/1.1 connections stay open this long first: a request already on its way over one (sent just
+ * before the signal, or not read yet by a busy event loop) is served, with `Connection: close`, rather than
+ * reset unanswered. HTTP/2 sessions are told at once (GOAWAY): streams they open later are refused, safely retried.
+ */
+const CLOSE_SETTLE_MS = 200;
 const HTTP1_TIMEOUTS = { headersMs: 60_000, requestMs: 300_000, checkIntervalMs: 2_000 };
 
 /**
@@ -160,14 +166,16 @@ export async function listen(handler: RequestHandler, options: ListenOptions): P
     async close(graceMs) {
       draining = true;
       const closed = new Promise<void>((resolve) => front.close(() => resolve()));
-      h1.closeIdleConnections();
       for (const session of sessions) session.close();
+      const settleMs = Math.min(CLOSE_SETTLE_MS, graceMs);
+      if (settleMs > 0) await new Promise((resolve) => setTimeout(resolve, settleMs));
+      h1.closeIdleConnections();
       if (inFlight > 0) {
         await Promise.race([
           new Promise<void>((resolve) => {
             drained = resolve;
           }),
-          new Promise<void>((resolve) => setTimeout(resolve, graceMs).unref()),
+          new Promise<void>((resolve) => setTimeout(resolve, graceMs - settleMs).unref()),
         ]);
       }
       h1.closeAllConnections();

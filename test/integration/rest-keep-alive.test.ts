@@ -132,3 +132,21 @@ for (const [size, outcome] of [
     }
   });
 }
+
+test("a request sent on an idle keep-alive connection as shutdown begins is answered, with Connection: close", async (t) => {
+  const server = await startTestServer();
+  const connection = await RawConnection.open(server.port);
+  t.teardown(() => connection.close());
+  const healthz = "GET /healthz HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n";
+  connection.write(healthz);
+  await connection.until(() => isCompleteResponse(connection.responses()[0]));
+  const closing = server.close(); // the connection is idle now
+  connection.write(healthz);
+  await connection.until(() => isCompleteResponse(connection.responses()[1]) || connection.closed);
+  const [, second] = connection.responses();
+  t.truthy(second, "answered, not reset");
+  t.true(second.startsWith("HTTP/1.1 200 "), second.slice(0, 80));
+  t.regex(second, /\r\nconnection: close\r\n/i);
+  await closing;
+  await connection.until(() => connection.closed);
+});
