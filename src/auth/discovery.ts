@@ -5,6 +5,8 @@ import { SCOPE_AREAS, SCOPE_VERBS } from "./scopes.js";
 import { TOKEN_PATH } from "./token-endpoint.js";
 
 export const DISCOVERY_PATH = "/.well-known/openid-configuration";
+/** RFC 8414's path for the same metadata, where OAuth 2.0 clients that are not OpenID clients look. */
+export const OAUTH_METADATA_PATH = "/.well-known/oauth-authorization-server";
 export const JWKS_PATH = "/.well-known/jwks.json";
 
 /** OAuth 2.0 authorization server metadata, served at the OpenID Connect discovery path. */
@@ -23,12 +25,14 @@ export function discoveryDocument(issuer: string) {
 
 export function createDiscoveryEndpoints(issuer: string, keys: KeyStore) {
   const document = discoveryDocument(issuer);
+  const metadataAt = (path: string) => async (request: NodeRequest, response: NodeResponse) => {
+    if (refusedMethod(request, response, path, READ_METHODS)) return;
+    response.setHeader("Cache-Control", "public, max-age=3600");
+    writeJson(response, 200, document);
+  };
   return {
-    [DISCOVERY_PATH]: async (request: NodeRequest, response: NodeResponse) => {
-      if (refusedMethod(request, response, DISCOVERY_PATH, READ_METHODS)) return;
-      response.setHeader("Cache-Control", "public, max-age=3600");
-      writeJson(response, 200, document);
-    },
+    [DISCOVERY_PATH]: metadataAt(DISCOVERY_PATH),
+    [OAUTH_METADATA_PATH]: metadataAt(OAUTH_METADATA_PATH),
     [JWKS_PATH]: async (request: NodeRequest, response: NodeResponse) => {
       if (refusedMethod(request, response, JWKS_PATH, READ_METHODS)) return;
       // Kept shorter than a new key's publication ahead of signing (see PUBLISH_BEFORE_SIGNING_MS).

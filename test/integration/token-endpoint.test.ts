@@ -353,6 +353,9 @@ test("the discovery document names the issuer, the endpoints, the grant and the 
   for (const scope of ["catalog:read", "catalog:create", "entitlements:write", "clients:delete", "reporting:read"]) {
     t.true(scopes.includes(scope), scope);
   }
+  const oauth = await fetch(`${t.context.server.baseUrl}/.well-known/oauth-authorization-server`);
+  t.is(oauth.status, 200, "RFC 8414's path serves the same metadata");
+  t.deepEqual(await oauth.json(), document);
 });
 
 test("a token is accepted until it expires, within the 30 s clock skew, and refused after", async (t) => {
