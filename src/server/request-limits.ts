@@ -22,7 +22,7 @@ export interface ItemCap {
 }
 
 /** A request over its caps is refused naming at most this many fields: the answer stays small. */
-const MAX_REPORTED = 20;
+export const MAX_REPORTED = 20;
 
 /** The fields of a message the checks visit: capped containers, and messages that hold some further down. */
 interface Plan {

@@ -2,7 +2,7 @@ import { isUtf8 } from "node:buffer";
 import type { DescMessage, DescMethod, JsonValue, Message } from "@bufbuild/protobuf";
 import { Code, ConnectError, createContextValues } from "@connectrpc/connect";
 import { createMethodSerializationLookup, type MethodSerializationLookup } from "@connectrpc/connect/protocol";
-import { DomainError } from "../platform/errors.js";
+import { DomainError, type FieldViolation } from "../platform/errors.js";
 import type { Logger } from "../platform/logger.js";
 import { clientAddressKey, clientAddressOf } from "./client-address.js";
 import { connectErrorOf } from "./error-interceptor.js";
@@ -162,7 +162,12 @@ function encodedRefusal(method: DescMethod, binary: boolean, data: Uint8Array): 
     // The decoder would read such bytes as U+FFFD and store that; REST refuses them as malformed JSON too.
     return new DomainError("invalid-argument", "the JSON body is not UTF-8", { slug: "malformed-request" });
   }
-  const violations = binary ? checkWireLimits(method.input, data) : jsonLimits(method.input, data);
+  let violations: FieldViolation[];
+  try {
+    violations = binary ? checkWireLimits(method.input, data) : jsonLimits(method.input, data);
+  } catch {
+    return undefined; // a pre-check only: the decoder and the interceptors still answer
+  }
   return violations.length > 0 ? tooManyItemsError(violations, isBatchOverCap(method, violations)) : undefined;
 }
 

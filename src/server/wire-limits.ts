@@ -4,6 +4,7 @@ import {
   capOf,
   elementMessage,
   MAX_DECODED_MESSAGES,
+  MAX_REPORTED,
   mapKey,
   tooManyItems,
   tooManyMessages,
@@ -24,8 +25,8 @@ interface Scan {
   malformed: boolean;
 }
 
-const MAX_REPORTED = 20;
 const fieldTables = new WeakMap<DescMessage, Map<number, WireField>>();
+const utf8 = new TextDecoder();
 
 /**
  * The caps of a request message in the protobuf binary format, checked on the encoded bytes before any of it is
@@ -131,15 +132,11 @@ function visitMapValue(
         fail(scan);
         return;
       }
-      if (number === 1) key = new TextDecoder().decode(bytes.subarray(length.next, length.next + length.value));
+      if (number === 1) key = utf8.decode(bytes.subarray(length.next, length.next + length.value));
       if (number === 2) value = [length.next, length.next + length.value];
       at = length.next + length.value;
-    } else if (wireType === 0 && number === 1) {
-      const read = readVarint(bytes, at, end);
-      if (!read) {
-        fail(scan);
-        return;
-      }
+    } else if (wireType === 0 && number === 1 && readVarint(bytes, at, end)) {
+      const read = readVarint(bytes, at, end) as { value: number; next: number };
       key = read.value;
       at = read.next;
     } else {
@@ -157,7 +154,8 @@ function visitMapValue(
 /** Elements one length-delimited record of a repeated field adds: one, or a packed run's values. */
 function elementsIn(known: WireField, bytes: Uint8Array, from: number, to: number): number {
   const { field } = known;
-  if (field.fieldKind !== "list" || field.listKind !== "scalar") return 1;
+  if (field.fieldKind !== "list" || field.listKind === "message") return 1;
+  if (field.listKind === "enum") return varintsIn(bytes, from, to);
   switch (field.scalar) {
     case 9:
     case 12:
@@ -170,31 +168,44 @@ function elementsIn(known: WireField, bytes: Uint8Array, from: number, to: numbe
     case 7:
     case 15:
       return Math.floor((to - from) / 4); // float, fixed32, sfixed32
-    default: {
-      let values = 0;
-      for (let at = from; at < to; at++) if (bytes[at] < 0x80) values++;
-      return values;
-    }
+    default:
+      return varintsIn(bytes, from, to);
   }
 }
 
+function varintsIn(bytes: Uint8Array, from: number, to: number): number {
+  let values = 0;
+  for (let at = from; at < to; at++) if (bytes[at] < 0x80) values++;
+  return values;
+}
+
+/** Groups nested deeper are taken as malformed, as the decoder's recursion limit takes them. */
+const MAX_GROUP_DEPTH = 100;
+
 /** Where a field of `wireType` (not length-delimited) that starts at `at` ends; undefined when it cannot. */
-function skip(bytes: Uint8Array, at: number, end: number, wireType: number, number: number): number | undefined {
+function skip(
+  bytes: Uint8Array,
+  at: number,
+  end: number,
+  wireType: number,
+  number: number,
+  depth = 0,
+): number | undefined {
   switch (wireType) {
     case 0:
-      return readVarint(bytes, at, end)?.next;
+      return skipVarint(bytes, at, end);
     case 1:
       return at + 8 <= end ? at + 8 : undefined;
     case 5:
       return at + 4 <= end ? at + 4 : undefined;
     case 3:
-      return skipGroup(bytes, at, end, number);
+      return depth < MAX_GROUP_DEPTH ? skipGroup(bytes, at, end, number, depth + 1) : undefined;
     default:
       return undefined;
   }
 }
 
-function skipGroup(bytes: Uint8Array, start: number, end: number, number: number): number | undefined {
+function skipGroup(bytes: Uint8Array, start: number, end: number, number: number, depth: number): number | undefined {
   let at = start;
   while (at < end) {
     const tag = readVarint(bytes, at, end);
@@ -208,14 +219,20 @@ function skipGroup(bytes: Uint8Array, start: number, end: number, number: number
       at = length.next + length.value;
       continue;
     }
-    const skipped = skip(bytes, tag.next, end, wireType, inner);
+    const skipped = skip(bytes, tag.next, end, wireType, inner, depth);
     if (skipped === undefined) return undefined;
     at = skipped;
   }
   return undefined;
 }
 
-/** A varint of up to 53 bits (lengths, tags); undefined when truncated or longer. */
+/** Where a varint of any value (up to 10 bytes) ends; undefined when truncated or longer. */
+function skipVarint(bytes: Uint8Array, start: number, end: number): number | undefined {
+  for (let at = start; at < end && at < start + 10; at++) if (bytes[at] < 0x80) return at + 1;
+  return undefined;
+}
+
+/** A varint of up to 53 bits (lengths, tags: never more in valid protobuf); undefined when truncated or longer. */
 function readVarint(bytes: Uint8Array, start: number, end: number): { value: number; next: number } | undefined {
   let value = 0;
   let scale = 1;

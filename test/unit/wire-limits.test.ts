@@ -3,6 +3,7 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import test from "ava";
 import { ImportProductsRequestSchema, type ProductSchema } from "../../gen/provision/v1/catalog_pb.js";
 import { RecordUsageTransactionsRequestSchema } from "../../gen/provision/v1/usage_pb.js";
+import { CreateSubscriptionRequestSchema } from "../../gen/provision/v1/webhook_pb.js";
 import { checkMessageLimits, MAX_DECODED_MESSAGES, tooManyMessages } from "../../src/server/request-limits.js";
 import { checkWireLimits } from "../../src/server/wire-limits.js";
 
@@ -65,4 +66,33 @@ test("bytes that stop reading as protobuf are checked up to there; what holds no
   t.deepEqual(checkWireLimits(ImportProductsRequestSchema, Uint8Array.of(0x0a, 0x05, 0x00)), [], "a truncated record");
   t.deepEqual(checkWireLimits(ImportProductsRequestSchema, Uint8Array.of(0x0c)), [], "an end-group out of place");
   t.deepEqual(checkWireLimits(ImportProductsRequestSchema, new Uint8Array()), []);
+});
+
+test("varints past 2^53 (negative numbers, unknown fields) do not end the check early", (t) => {
+  // Field 15, varint 2^63 (ten bytes), then 1,001 empty products.
+  const unknown = Uint8Array.of(0x78, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01);
+  const products = new Uint8Array(2 * 1001);
+  for (let at = 0; at < products.length; at += 2) products[at] = 0x0a;
+  t.deepEqual(checkWireLimits(ImportProductsRequestSchema, new Uint8Array([...unknown, ...products])), [
+    { field: "products", message: "holds 1001 items; at most 1000 are allowed" },
+  ]);
+  const before1970 = bothChecks(ImportProductsRequestSchema, {
+    products: [{ expirationDate: { seconds: -86_400n } }, { features: empties(1001) }],
+  });
+  t.deepEqual(before1970.wire, before1970.decoded);
+  t.is(before1970.wire.length, 1);
+});
+
+test("packed enums are counted as the decoded check counts them", (t) => {
+  const filter = { severities: Array.from({ length: 11 }, () => 2) };
+  const { wire, decoded } = bothChecks(CreateSubscriptionRequestSchema, { url: "https://x.example", filter });
+  t.is(decoded.length, 1);
+  t.deepEqual(wire, decoded);
+});
+
+test("groups nested past the decoder's recursion limit are left to the decoder, without overflowing the stack", (t) => {
+  const depth = 10_000;
+  const nested = new Uint8Array(depth); // field 15, start group, again and again
+  nested.fill(0x7b);
+  t.deepEqual(checkWireLimits(ImportProductsRequestSchema, nested), []);
 });
