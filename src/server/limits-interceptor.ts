@@ -1,6 +1,7 @@
 import type { Interceptor } from "@connectrpc/connect";
 import { DomainError, invalidArgument } from "../platform/errors.js";
 import { checkMessageLimits, isBatchOverCap } from "./request-limits.js";
+import { screenRefusalKey } from "./rpc-screen.js";
 
 /**
  * Refuses a request whose repeated or map fields hold more than their declared `provision.v1.max_items`,
@@ -8,6 +9,8 @@ import { checkMessageLimits, isBatchOverCap } from "./request-limits.js";
  */
 export function limitsInterceptor(): Interceptor {
   return (next) => async (request) => {
+    const screened = request.contextValues.get(screenRefusalKey);
+    if (screened) throw screened;
     if (!request.stream) {
       const violations = checkMessageLimits(request.method.input, request.message);
       if (violations.length > 0) throw tooManyItemsError(violations, isBatchOverCap(request.method, violations));

@@ -18,9 +18,11 @@ import { clientAddressKey, clientAddressOf } from "./client-address.js";
 import { connectUnary } from "./connect-unary.js";
 import { grpcUnary } from "./grpc-unary.js";
 import type { NodeRequest, NodeResponse } from "./rest/rest-handler.js";
+import { type ReadBody, readBody, replayBody } from "./rpc-body.js";
 import { answeringClientMistakes } from "./rpc-client-mistakes.js";
 import { createFastPath, type HandOver, type InProcessInvoker } from "./rpc-fast-path.js";
-import type { UnaryProtocol } from "./rpc-fast-protocol.js";
+import type { FastPathSettings, UnaryProtocol } from "./rpc-fast-protocol.js";
+import { emptyBodyFor, screenedBytes, screenedRefusal, screenRefusalKey } from "./rpc-screen.js";
 import { discardUnreadBody } from "./unread-body.js";
 
 export interface RpcHandlerOptions extends ConnectRouterOptions {
@@ -48,14 +50,11 @@ export function createRpcHandler(options: RpcHandlerOptions): (request: NodeRequ
   const handlers = new Map<string, UniversalHandler>(
     router.handlers.map((handler) => [handler.requestPath, answeringClientMistakes(handler)]),
   );
-  const serveFast = options.invoke
-    ? createFastPath({
-        invoke: options.invoke,
-        settings: validateUniversalHandlerOptions(routerOptions),
-        protocols: fastProtocols(options),
-        logger: options.logger,
-      })
-    : undefined;
+  const settings = options.invoke ? validateUniversalHandlerOptions(routerOptions) : undefined;
+  const serveFast =
+    options.invoke && settings
+      ? createFastPath({ invoke: options.invoke, settings, protocols: fastProtocols(options), logger: options.logger })
+      : undefined;
 
   return (request, response) => {
     const target = request.url ?? "";
@@ -65,17 +64,46 @@ export function createRpcHandler(options: RpcHandlerOptions): (request: NodeRequ
       options.fallback(request, response);
       return;
     }
-    const handOver: HandOver = (body) => serveWithConnect(handler, request, response, body);
+    if (!settings) {
+      serveWithConnect(handler, request, response);
+      return;
+    }
+    const handOver: HandOver = (body) => void screenThenServe(handler, request, response, settings, body);
     if (!serveFast?.(request, response, handler.method, handOver)) handOver();
   };
+
+  /**
+   * Hands the call to connect-node once what it would decode is checked on its encoded bytes (rpc-screen.ts);
+   * a refused call reaches it with an empty message in place of its body, and the refusal, which the first
+   * interceptor answers in the call's own protocol.
+   */
+  async function screenThenServe(
+    handler: UniversalHandler,
+    request: NodeRequest,
+    response: NodeResponse,
+    settings: FastPathSettings,
+    read?: ReadBody,
+  ): Promise<void> {
+    if (!read && Number(request.headers["content-length"]) > settings.readMaxBytes) {
+      serveWithConnect(handler, request, response); // refused for its declared length, before it is read
+      return;
+    }
+    const body = read ?? (await readBody(request, screenedBytes(settings.readMaxBytes)));
+    if (!body) return;
+    const refusal = body.complete ? await screenedRefusal(handler.method, request, body.bytes, settings) : undefined;
+    if (refusal) serveWithConnect(handler, request, response, once(emptyBodyFor(request)), refusal);
+    else serveWithConnect(handler, request, response, replayBody(body, request));
+  }
 
   function serveWithConnect(
     handler: UniversalHandler,
     request: NodeRequest,
     response: NodeResponse,
     body?: AsyncIterable<Uint8Array>,
+    refusal?: Error,
   ): void {
     const contextValues = createContextValues().set(clientAddressKey, clientAddressOf(request));
+    if (refusal) contextValues.set(screenRefusalKey, refusal);
     const universal = universalRequestFromNodeRequest(request, response, undefined, contextValues);
     handler(body ? { ...universal, body } : universal)
       .then((answer) => {
@@ -100,4 +128,8 @@ function fastProtocols(options: ConnectRouterOptions): UnaryProtocol[] {
   if (options.grpc !== false) protocols.push(grpcUnary);
   if (options.connect !== false) protocols.push(connectUnary);
   return protocols;
+}
+
+async function* once(bytes: Uint8Array): AsyncGenerator<Uint8Array> {
+  yield bytes;
 }

@@ -1,18 +1,15 @@
-import { isUtf8 } from "node:buffer";
-import type { DescMessage, DescMethod, JsonValue, Message } from "@bufbuild/protobuf";
+import type { DescMessage, DescMethod, Message } from "@bufbuild/protobuf";
 import { Code, ConnectError, createContextValues } from "@connectrpc/connect";
 import { createMethodSerializationLookup, type MethodSerializationLookup } from "@connectrpc/connect/protocol";
-import { DomainError, type FieldViolation } from "../platform/errors.js";
 import type { Logger } from "../platform/logger.js";
 import { clientAddressKey, clientAddressOf } from "./client-address.js";
+import { encodedRefusal } from "./encoded-refusal.js";
 import { connectErrorOf } from "./error-interceptor.js";
 import type { InProcessCall, ResponseMetadata } from "./in-process-rpc.js";
-import { tooManyItemsError } from "./limits-interceptor.js";
-import { checkJsonLimits, isBatchOverCap } from "./request-limits.js";
 import { responseSignal } from "./response-signal.js";
 import { incomingHeaders } from "./rest/incoming-headers.js";
 import type { NodeRequest, NodeResponse } from "./rest/rest-handler.js";
-import { readBody, replayBody } from "./rpc-body.js";
+import { type ReadBody, readBody } from "./rpc-body.js";
 import {
   type BodyMessage,
   type FastPathSettings,
@@ -20,14 +17,14 @@ import {
   responseGone,
   type UnaryProtocol,
 } from "./rpc-fast-protocol.js";
-import { checkWireLimits } from "./wire-limits.js";
+import { screenedBytes } from "./rpc-screen.js";
 
 type Serialization = MethodSerializationLookup<DescMessage, DescMessage>;
 
 export type InProcessInvoker = (method: DescMethod, call: InProcessCall) => Promise<Message>;
 
 /** Hands a request to connect-node, with the body as read so far when the fast path read some of it. */
-export type HandOver = (body?: AsyncIterable<Uint8Array>) => void;
+export type HandOver = (body?: ReadBody) => void;
 
 export interface FastPathOptions {
   invoke: InProcessInvoker;
@@ -81,18 +78,19 @@ export function createFastPath(options: FastPathOptions) {
 
   async function answer(call: FastCall): Promise<void> {
     const { request, response, method, protocol, negotiated } = call;
-    const body = await readBody(request, settings.readMaxBytes);
+    const body = await readBody(request, screenedBytes(settings.readMaxBytes));
     if (!body) return;
     const serialization = serializationOf(method);
     const bytes = body.complete && (call.declared ?? body.bytes.length) === body.bytes.length ? body.bytes : undefined;
-    const sent = bytes && protocol.messageOf(bytes, negotiated);
+    // A message over the limit is connect-node's to refuse (the body is read further, for its screen).
+    const sent = bytes && sizedMessage(protocol.messageOf(bytes, negotiated), settings.readMaxBytes);
     const data = sent && (await inflated(sent, negotiated, settings.readMaxBytes));
     const metadata: ResponseMetadata = {};
     const refusal = data && encodedRefusal(method, negotiated.binary, data);
     if (refusal) return answerError(call, refusal, metadata);
     const input = sent?.trailing ? undefined : parse(serialization, negotiated.binary, data);
     if (!input) {
-      call.handOver(replayBody(body, request));
+      call.handOver(body);
       return;
     }
     let output: Uint8Array;
@@ -138,6 +136,10 @@ function serialize(serialization: Serialization, binary: boolean, message: Messa
   return encodings[format];
 }
 
+function sizedMessage(sent: BodyMessage | undefined, readMaxBytes: number): BodyMessage | undefined {
+  return sent && sent.data.length <= readMaxBytes ? sent : undefined;
+}
+
 /**
  * The message as decoded: inflated when it was sent compressed (within readMaxBytes). Undefined when it cannot
  * be: connect-node answers those bytes, as it always has.
@@ -150,38 +152,6 @@ async function inflated(
   if (!sent.compressed) return sent.data;
   return negotiated.requestCompression?.decompress(sent.data, readMaxBytes).catch(() => undefined);
 }
-
-/**
- * The refusal of a request over its caps or its bound on messages (or of JSON that is not UTF-8), found on its
- * encoded bytes before they are decoded: decoding hundreds of thousands of small messages would hold the event
- * loop for seconds, for anyone (authentication comes after decoding). The interceptors check the decoded
- * message the same way.
- */
-function encodedRefusal(method: DescMethod, binary: boolean, data: Uint8Array): Error | undefined {
-  if (!binary && !isUtf8(data)) {
-    // The decoder would read such bytes as U+FFFD and store that; REST refuses them as malformed JSON too.
-    return new DomainError("invalid-argument", "the JSON body is not UTF-8", { slug: "malformed-request" });
-  }
-  let violations: FieldViolation[];
-  try {
-    violations = binary ? checkWireLimits(method.input, data) : jsonLimits(method.input, data);
-  } catch {
-    return undefined; // a pre-check only: the decoder and the interceptors still answer
-  }
-  return violations.length > 0 ? tooManyItemsError(violations, isBatchOverCap(method, violations)) : undefined;
-}
-
-function jsonLimits(schema: DescMessage, data: Uint8Array) {
-  let json: JsonValue;
-  try {
-    json = JSON.parse(textDecoder.decode(data)) as JsonValue;
-  } catch {
-    return []; // the decoder answers it
-  }
-  return checkJsonLimits(schema, json);
-}
-
-const textDecoder = new TextDecoder();
 
 /** The request message; undefined when it does not parse (connect-node then answers the same bytes). */
 function parse(serialization: Serialization, binary: boolean, data: Uint8Array | undefined): Message | undefined {

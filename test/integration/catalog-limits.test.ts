@@ -1,5 +1,6 @@
 import { once } from "node:events";
 import fs from "node:fs";
+import http from "node:http";
 import http2 from "node:http2";
 import os from "node:os";
 import path from "node:path";
@@ -380,4 +381,63 @@ test("Connect JSON that is not UTF-8 is refused as malformed, as REST refuses it
   t.like(await answer.json(), { code: "invalid_argument", message: "the JSON body is not UTF-8" });
   const listed = await rest(baseUrl, "GET", `${PRODUCTS}?filter=UTF8-`);
   t.is(listed.body.totalCount, 0, "nothing stored");
+});
+
+/** 520,000 empty products and then a truncated record: a decoder builds them all before it fails. */
+function productsThenFault(): Buffer {
+  const body = Buffer.alloc(1_040_000 + 2);
+  for (let at = 0; at < 1_040_000; at += 2) body[at] = 0x0a;
+  body.set([0x0a, 0x05], 1_040_000);
+  return body;
+}
+
+function envelope(data: Uint8Array, flags = 0): Buffer {
+  const framed = Buffer.alloc(5 + data.length);
+  framed[0] = flags;
+  framed.writeUInt32BE(data.length, 1);
+  framed.set(data, 5);
+  return framed;
+}
+
+test("calls connect-node answers (gRPC-Web, gRPC over HTTP/1.1, a second message) are checked before it decodes them", async (t) => {
+  const { baseUrl, adminAuthorization } = t.context.servers.MySQL;
+  const url = `${baseUrl}/provision.v1.CatalogService/ImportProducts`;
+  const refusedForProducts = /products holds 520000 items; at most 1000 are allowed/;
+  /** Headers, body and trailers of the answer, as one text. */
+  const answerText = (headers: Record<string, string>, body: Buffer) =>
+    new Promise<string>((resolve, reject) => {
+      const request = http.request(url, { method: "POST", headers: { ...headers, authorization: adminAuthorization } });
+      request.on("error", reject);
+      request.on("response", (response) => {
+        const chunks: Buffer[] = [];
+        response.on("data", (chunk: Buffer) => chunks.push(chunk));
+        response.on("end", () => {
+          const lines = (fields: Record<string, unknown>) =>
+            Object.entries(fields)
+              .map(([name, value]) => `${name}: ${value}`)
+              .join("\n");
+          const text = `${lines(response.headers)}\n${Buffer.concat(chunks).toString("latin1")}\n${lines(response.trailers)}`;
+          resolve(decodeURIComponent(text));
+        });
+      });
+      request.end(body);
+    });
+  const variants: [string, Record<string, string>, Buffer][] = [
+    ["gRPC-Web", { "content-type": "application/grpc-web+proto" }, envelope(productsThenFault())],
+    ["gRPC over HTTP/1.1", { "content-type": "application/grpc", te: "trailers" }, envelope(productsThenFault())],
+    [
+      "gRPC-Web, the products in a second message",
+      { "content-type": "application/grpc-web+proto" },
+      Buffer.concat([envelope(new Uint8Array()), envelope(productsThenFault())]),
+    ],
+  ];
+  for (const [what, headers, body] of variants) {
+    const text = await answerText(headers, body);
+    t.regex(text, /grpc-status: ?3/, what);
+    t.regex(
+      text,
+      refusedForProducts,
+      `${what}: refused for its products, not for the fault a decoder meets after them`,
+    );
+  }
 });
