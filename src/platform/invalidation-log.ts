@@ -37,7 +37,7 @@ export async function publishOrLog(
   message: string,
 ): Promise<void> {
   try {
-    if (!bus) throw new Error("REDIS_URL is unreachable");
+    if (!bus) throw new Error("no Redis to publish on (REDIS_URL unset or unreachable)");
     await bus.publish(channel, message);
   } catch (error) {
     await dataSource
