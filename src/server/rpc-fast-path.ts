@@ -35,10 +35,10 @@ export interface FastPathOptions {
 
 /**
  * Answers the common unary call (Connect or gRPC, one message, uncompressed or in an encoding connect-node
- * offers) itself: reads the body, decodes
- * it, calls the implementation in process through the interceptors and writes the answer, with none of
- * connect-node's per-call async iterables. Anything else, and any body that is not one well-formed message, goes
- * to connect-node, which answers it (and its mistakes) as it always has.
+ * offers) itself: reads the body, checks its caps on the encoded message, decodes it, calls the implementation
+ * in process through the interceptors and writes the answer, with none of connect-node's per-call async
+ * iterables. Anything else, and any body that is not one well-formed message, goes to connect-node, which
+ * answers it (and its mistakes) as it always has.
  */
 export function createFastPath(options: FastPathOptions) {
   const { settings, protocols } = options;
