@@ -91,8 +91,10 @@ export function createRpcHandler(options: RpcHandlerOptions): (request: NodeRequ
     const body = read ?? (await readBody(request, screenedBytes(settings.readMaxBytes)));
     if (!body) return;
     const refusal = body.complete ? await screenedRefusal(handler.method, request, body.bytes, settings) : undefined;
-    if (refusal) serveWithConnect(handler, request, response, once(emptyBodyFor(request)), refusal);
-    else serveWithConnect(handler, request, response, replayBody(body, request));
+    if (refusal) {
+      const empty = { complete: true as const, bytes: Buffer.from(emptyBodyFor(request)) };
+      serveWithConnect(handler, request, response, replayBody(empty, request), refusal);
+    } else serveWithConnect(handler, request, response, replayBody(body, request));
   }
 
   function serveWithConnect(
@@ -128,8 +130,4 @@ function fastProtocols(options: ConnectRouterOptions): UnaryProtocol[] {
   if (options.grpc !== false) protocols.push(grpcUnary);
   if (options.connect !== false) protocols.push(connectUnary);
   return protocols;
-}
-
-async function* once(bytes: Uint8Array): AsyncGenerator<Uint8Array> {
-  yield bytes;
 }

@@ -1,9 +1,9 @@
-import type { DescMessage, DescMethod, Message } from "@bufbuild/protobuf";
+import { type DescMessage, type DescMethod, fromJson, type Message } from "@bufbuild/protobuf";
 import { Code, ConnectError, createContextValues } from "@connectrpc/connect";
 import { createMethodSerializationLookup, type MethodSerializationLookup } from "@connectrpc/connect/protocol";
 import type { Logger } from "../platform/logger.js";
 import { clientAddressKey, clientAddressOf } from "./client-address.js";
-import { encodedRefusal } from "./encoded-refusal.js";
+import { type EncodedMessage, encodedMessage, encodedRefusal } from "./encoded-refusal.js";
 import { connectErrorOf } from "./error-interceptor.js";
 import type { InProcessCall, ResponseMetadata } from "./in-process-rpc.js";
 import { responseSignal } from "./response-signal.js";
@@ -86,9 +86,10 @@ export function createFastPath(options: FastPathOptions) {
     const sent = bytes && sizedMessage(protocol.messageOf(bytes, negotiated), settings.readMaxBytes);
     const data = sent && (await inflated(sent, negotiated, settings.readMaxBytes));
     const metadata: ResponseMetadata = {};
-    const refusal = data && encodedRefusal(method, negotiated.binary, data);
+    const message = data && encodedMessage(negotiated.binary, data);
+    const refusal = message && encodedRefusal(method, message);
     if (refusal) return answerError(call, refusal, metadata);
-    const input = sent?.trailing ? undefined : parse(serialization, negotiated.binary, data);
+    const input = sent?.trailing ? undefined : parse(serialization, method, message, settings.jsonOptions);
     if (!input) {
       call.handOver(body);
       return;
@@ -153,11 +154,20 @@ async function inflated(
   return negotiated.requestCompression?.decompress(sent.data, readMaxBytes).catch(() => undefined);
 }
 
-/** The request message; undefined when it does not parse (connect-node then answers the same bytes). */
-function parse(serialization: Serialization, binary: boolean, data: Uint8Array | undefined): Message | undefined {
-  if (!data) return undefined;
+/**
+ * The request message, JSON decoded from the value its check parsed (as connect's JSON serialization decodes the
+ * text); undefined when it does not decode (connect-node then answers the same bytes).
+ */
+function parse(
+  serialization: Serialization,
+  method: DescMethod,
+  message: EncodedMessage | undefined,
+  jsonOptions: FastPathSettings["jsonOptions"],
+): Message | undefined {
+  if (!message) return undefined;
   try {
-    return serialization.getI(binary).parse(data) as Message;
+    if (message.binary) return serialization.getI(true).parse(message.data) as Message;
+    return message.json === undefined ? undefined : fromJson(method.input, message.json, jsonOptions);
   } catch {
     return undefined;
   }

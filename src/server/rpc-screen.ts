@@ -1,7 +1,7 @@
 import type { DescMethod } from "@bufbuild/protobuf";
 import { createContextKey } from "@connectrpc/connect";
 import type { Compression } from "@connectrpc/connect/protocol";
-import { encodedRefusal } from "./encoded-refusal.js";
+import { encodedMessage, encodedRefusal } from "./encoded-refusal.js";
 import type { NodeRequest } from "./rest/rest-handler.js";
 
 /** A call's body as connect-node will read it: its messages, where they are compressed, and how. */
@@ -48,7 +48,7 @@ export async function screenedRefusal(
       ? await framing.compression?.decompress(data, settings.readMaxBytes).catch(() => undefined)
       : data;
     if (!decoded) return undefined;
-    const refusal = encodedRefusal(method, framing.binary, decoded);
+    const refusal = encodedRefusal(method, encodedMessage(framing.binary, decoded));
     if (refusal) return refusal;
   }
   return undefined;

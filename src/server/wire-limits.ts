@@ -47,24 +47,16 @@ function visit(schema: DescMessage, bytes: Uint8Array, start: number, end: numbe
   const nested = new Map<number, number[]>();
   let at = start;
   while (at < end && !scan.malformed) {
-    const tag = readVarint(bytes, at, end);
-    if (!tag) {
+    const read = readField(bytes, at, end);
+    if (!read) {
       fail(scan);
       break;
     }
-    at = tag.next;
-    const number = Math.floor(tag.value / 8);
-    const wireType = tag.value % 8;
+    const { number, wireType, from } = read;
+    at = read.to;
     const known = fields.get(number);
     const container = known && (known.field.fieldKind === "list" || known.field.fieldKind === "map");
     if (wireType === 2) {
-      const length = readVarint(bytes, at, end);
-      if (!length || length.next + length.value > end) {
-        fail(scan);
-        break;
-      }
-      const from = length.next;
-      at = from + length.value;
       const count = (counts.get(number) ?? 0) + (container ? elementsIn(known, bytes, from, at) : 1);
       counts.set(number, count);
       // Elements past a cap are refused for the cap, not counted as messages to decode.
@@ -118,27 +110,20 @@ function visitMapValue(
   let key: string | number = field.fieldKind === "map" && field.mapKey === 9 ? "" : 0;
   let value: [number, number] | undefined;
   for (let at = start; at < end; ) {
-    const tag = readVarint(bytes, at, end);
-    if (!tag) {
+    const read = readField(bytes, at, end);
+    if (!read) {
       fail(scan);
       return;
     }
-    at = tag.next;
-    const number = Math.floor(tag.value / 8);
-    const wireType = tag.value % 8;
+    const { number, wireType, from, to } = read;
+    at = to;
     if (wireType === 2) {
-      const length = readVarint(bytes, at, end);
-      if (!length || length.next + length.value > end) {
-        fail(scan);
-        return;
-      }
-      if (number === 1) key = utf8.decode(bytes.subarray(length.next, length.next + length.value));
-      if (number === 2) value = [length.next, length.next + length.value];
-      at = length.next + length.value;
+      if (number === 1) key = utf8.decode(bytes.subarray(from, to));
+      if (number === 2) value = [from, to];
     } else if (wireType === 0 && number === 1 && readVarint(bytes, at, end)) {
-      const read = readVarint(bytes, at, end) as { value: number; next: number };
-      key = read.value;
-      at = read.next;
+      const varint = readVarint(bytes, at, end) as { value: number; next: number };
+      key = varint.value;
+      at = varint.next;
     } else {
       const skipped = skip(bytes, at, end, wireType, number);
       if (skipped === undefined) {
@@ -208,18 +193,15 @@ function skip(
 function skipGroup(bytes: Uint8Array, start: number, end: number, number: number, depth: number): number | undefined {
   let at = start;
   while (at < end) {
-    const tag = readVarint(bytes, at, end);
-    if (!tag) return undefined;
-    const wireType = tag.value % 8;
-    const inner = Math.floor(tag.value / 8);
-    if (wireType === 4) return inner === number ? tag.next : undefined;
+    const read = readField(bytes, at, end);
+    if (!read) return undefined;
+    const { number: inner, wireType, from, to } = read;
+    if (wireType === 4) return inner === number ? from : undefined;
     if (wireType === 2) {
-      const length = readVarint(bytes, tag.next, end);
-      if (!length || length.next + length.value > end) return undefined;
-      at = length.next + length.value;
+      at = to;
       continue;
     }
-    const skipped = skip(bytes, tag.next, end, wireType, inner, depth);
+    const skipped = skip(bytes, from, end, wireType, inner, depth);
     if (skipped === undefined) return undefined;
     at = skipped;
   }
@@ -230,6 +212,26 @@ function skipGroup(bytes: Uint8Array, start: number, end: number, number: number
 function skipVarint(bytes: Uint8Array, start: number, end: number): number | undefined {
   for (let at = start; at < end && at < start + 10; at++) if (bytes[at] < 0x80) return at + 1;
   return undefined;
+}
+
+/**
+ * The field whose tag is at `at`: its number and wire type, and where its bytes are (`from`, after the tag, to
+ * `to`): for a length-delimited field its contents, for any other the tag alone (its value is skipped apart).
+ * Undefined when the tag, or a length-delimited field's length, cannot be read.
+ */
+function readField(
+  bytes: Uint8Array,
+  at: number,
+  end: number,
+): { number: number; wireType: number; from: number; to: number } | undefined {
+  const tag = readVarint(bytes, at, end);
+  if (!tag) return undefined;
+  const number = Math.floor(tag.value / 8);
+  const wireType = tag.value % 8;
+  if (wireType !== 2) return { number, wireType, from: tag.next, to: tag.next };
+  const length = readVarint(bytes, tag.next, end);
+  if (!length || length.next + length.value > end) return undefined;
+  return { number, wireType, from: length.next, to: length.next + length.value };
 }
 
 /** A varint of up to 53 bits (lengths, tags: never more in valid protobuf); undefined when truncated or longer. */
