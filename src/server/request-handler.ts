@@ -84,7 +84,8 @@ export function createRequestHandler(parts: RequestHandlerParts): RequestHandler
     response.setHeader("X-Request-Id", requestId);
     const target = readTarget(request.url);
     if (!(parts.corsOrigins && answerCors(parts.corsOrigins, request, response))) {
-      dispatch(parts, request, response, target, requestId);
+      if (request.httpVersion === "2.0") dispatchUnlessReset(parts, request, response, target, requestId);
+      else dispatch(parts, request, response, target, requestId);
     }
     return () =>
       logRequest({
@@ -100,6 +101,16 @@ export function createRequestHandler(parts: RequestHandlerParts): RequestHandler
         durationMs: performance.now() - started,
       });
   };
+}
+
+/**
+ * An HTTP/2 stream's RST_STREAM sent with its HEADERS is read only after the request event, in the same turn:
+ * dispatching on the next turn lets a rapid-reset flood's requests end there, before authentication or a query.
+ */
+function dispatchUnlessReset(...args: Parameters<typeof dispatch>): void {
+  setImmediate(() => {
+    if (!responseGone(args[2])) dispatch(...args);
+  });
 }
 
 function dispatch(
