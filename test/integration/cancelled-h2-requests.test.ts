@@ -48,6 +48,12 @@ test("HTTP/2 requests reset as they arrive are not carried out (a rapid-reset fl
   );
   await new Promise((resolve) => setTimeout(resolve, 500));
   session.close();
+  const victimPaths = new Set(victims.map((victim) => `${CLIENTS}/${victim.clientId}`));
+  const logged = server.logs.map((line) => JSON.parse(line)).filter((record) => victimPaths.has(record.path));
+  t.deepEqual(
+    logged.map((record) => record.status),
+    victims.map(() => 499),
+  );
   for (const victim of victims) {
     const read = await rest(server.baseUrl, "GET", `${CLIENTS}/${victim.clientId}`);
     t.is(read.status, 200, `client ${victim.clientId} was deleted by a reset request`);
