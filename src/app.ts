@@ -30,6 +30,7 @@ import type { Logger } from "./platform/logger.js";
 import { MemoryCoordinator } from "./platform/memory-coordinator.js";
 import { migrations } from "./platform/migrations/index.js";
 import { createScheduler, type Scheduler } from "./platform/scheduler.js";
+import { guardSilentDatabase } from "./platform/silent-database.js";
 import { watchStalledStatements } from "./platform/stalled-statements.js";
 import { errorInterceptor } from "./server/error-interceptor.js";
 import type { RequestHandler } from "./server/http-server.js";
@@ -138,11 +139,17 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
     await keys.initialize();
     // After the migrations: a migration (an ALTER of a large table) may run long with nothing to send.
     if (config.database.kind === "mysql") {
-      stopStallWatch = watchStalledStatements(
+      const silence = guardSilentDatabase(dataSource, logger);
+      const stopWatch = watchStalledStatements(
         dataSource,
         statementStallMs(dataSource, config.database.statementStallSeconds),
         logger,
+        silence.silent,
       );
+      stopStallWatch = () => {
+        stopWatch();
+        silence.stop();
+      };
     }
   } catch (error) {
     await bus.close().catch(() => undefined);

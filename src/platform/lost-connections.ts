@@ -10,6 +10,8 @@ export function isConnectionLost(error: unknown): boolean {
 
 /** Refused by a server that has all the connections it allows. */
 const TOO_MANY_CONNECTIONS = "ER_CON_COUNT_ERROR";
+/** Refused without being sent while MySQL is known to be silent (see silent-database.ts). */
+const DATABASE_SILENT = "DATABASE_SILENT";
 
 /**
  * Whether the error is the database out of reach: a connection that could not be made (refused, timed out, no such
@@ -18,7 +20,8 @@ const TOO_MANY_CONNECTIONS = "ER_CON_COUNT_ERROR";
  */
 export function isDatabaseUnreachable(error: unknown): boolean {
   const driverError = error instanceof QueryFailedError ? error.driverError : error;
-  return isConnectionLost(error) || (driverError as { code?: unknown } | undefined)?.code === TOO_MANY_CONNECTIONS;
+  const code = (driverError as { code?: unknown } | undefined)?.code;
+  return isConnectionLost(error) || code === TOO_MANY_CONNECTIONS || code === DATABASE_SILENT;
 }
 
 /**

@@ -42,7 +42,12 @@ interface Silence {
  * The sweep reads fields of mysql2's pool and connections that are not its public API (the version is pinned in
  * package.json): when they are not there, the watch warns once and stops rather than fail every second.
  */
-export function watchStalledStatements(dataSource: DataSource, stallMs: number, logger: Logger): () => void {
+export function watchStalledStatements(
+  dataSource: DataSource,
+  stallMs: number,
+  logger: Logger,
+  onStall: (reason: string) => void = () => {},
+): () => void {
   const pool = (dataSource.driver as unknown as { pool: ConnectionPool }).pool;
   const cannotWatch = (problem: string) => {
     logger.warn({ problem }, "MySQL statements are not watched for silence: this mysql2 is not the one expected");
@@ -55,7 +60,7 @@ export function watchStalledStatements(dataSource: DataSource, stallMs: number, 
     () => {
       try {
         silences = silencesNow(pool, silences);
-        closeStalled(silences, stallMs);
+        if (closeStalled(silences, stallMs) > 0) onStall(new StatementStalled(stallMs).message);
       } catch (error) {
         clearInterval(sweep);
         cannotWatch((error as Error).message);
@@ -103,8 +108,10 @@ function silencesNow(pool: ConnectionPool, before: Map<PooledConnection, Silence
   return silences;
 }
 
-function closeStalled(silences: Map<PooledConnection, Silence>, stallMs: number): void {
+/** Closes each connection silent for `stallMs`; answers how many it closed. */
+function closeStalled(silences: Map<PooledConnection, Silence>, stallMs: number): number {
   const now = Date.now();
+  let closed = 0;
   for (const [connection, silence] of silences) {
     if (now - silence.since < stallMs) continue;
     silences.delete(connection);
@@ -112,5 +119,7 @@ function closeStalled(silences: Map<PooledConnection, Silence>, stallMs: number)
     // out of the pool, which would otherwise hand it out again.
     connection.stream.destroy(new StatementStalled(stallMs));
     connection.destroy();
+    closed++;
   }
+  return closed;
 }

@@ -2,6 +2,7 @@ import anyTest, { type TestFn } from "ava";
 import type { DataSource } from "typeorm";
 import { poolShapeProblem, watchStalledStatements } from "../../src/platform/stalled-statements.js";
 import { collectingLogger } from "../support/collected-logs.js";
+import { pollUntil } from "../support/poll.js";
 import { PRODUCTS, rest } from "../support/rest.js";
 import { startTcpProxy, type TcpProxy } from "../support/tcp-proxy.js";
 import { startBehindProxy, type TestServer } from "../support/test-server.js";
@@ -9,10 +10,17 @@ import { startBehindProxy, type TestServer } from "../support/test-server.js";
 // MySQL gone silent (a network partition: no reset, nothing answered) must not hold requests, and the pooled
 // connections they hold, until TCP gives up about fifteen minutes later: a statement that hears nothing for
 // DATABASE_STALL_SECONDS fails as a lost connection, and the pool makes new connections once MySQL answers again.
+const STALL_MS = 2000;
+const POOL_SIZE = 12;
 const test = anyTest as TestFn<{ server: TestServer; proxy: TcpProxy; close: () => Promise<void> }>;
 
 test.before(async (t) => {
-  Object.assign(t.context, await startBehindProxy(startTcpProxy, { env: { DATABASE_STALL_SECONDS: "2" } }));
+  Object.assign(
+    t.context,
+    await startBehindProxy(startTcpProxy, {
+      env: { DATABASE_STALL_SECONDS: String(STALL_MS / 1000), DATABASE_POOL_SIZE: String(POOL_SIZE) },
+    }),
+  );
 });
 
 test.after.always(async (t) => {
@@ -57,11 +65,54 @@ test.serial("statements on a silent MySQL fail as the database out of reach, and
   );
 
   proxy.resume();
-  const read = await rest(server.baseUrl, "GET", `${PRODUCTS}/${made.body.id}`);
+  const read = await pollUntil("MySQL is read again", async () => {
+    const answer = await rest(server.baseUrl, "GET", `${PRODUCTS}/${made.body.id}`);
+    return answer.status === 503 ? undefined : answer;
+  });
   t.is(read.status, 200);
   t.is(read.body.name, "A", "the update failed before its COMMIT: nothing of it landed");
   t.is((await rest(server.baseUrl, "PUT", `${PRODUCTS}/${made.body.id}`, { name: "B" })).status, 200);
 });
+
+test.serial(
+  "requests queued behind a silent MySQL are all answered within the bound, and later ones at once",
+  async (t) => {
+    const { server, proxy } = t.context;
+    t.is((await rest(server.baseUrl, "GET", PRODUCTS)).status, 200);
+    proxy.stall();
+    t.teardown(() => proxy.resume());
+    const started = Date.now();
+    // Five times the pool: without a fail-fast state each new connection made for the queue waits its own bound.
+    const answers = await Promise.all(
+      Array.from({ length: 5 * POOL_SIZE }, async () => {
+        const answer = await vendorCall(server, "GET", PRODUCTS);
+        return {
+          status: answer.status,
+          type: ((await answer.json()) as { type: string }).type,
+          at: Date.now() - started,
+        };
+      }),
+    );
+    for (const answer of answers) {
+      t.is(answer.status, 503);
+      t.is(answer.type, "urn:provision:problem:database-unavailable");
+      t.true(answer.at < 2 * STALL_MS, `answered after ${answer.at} ms`);
+    }
+    const askedLater = Date.now();
+    const later = await vendorCall(server, "GET", PRODUCTS);
+    t.is(later.status, 503);
+    t.true(Date.now() - askedLater < STALL_MS, "refused without waiting on the silence again");
+    t.true(server.logs.some((line) => line.includes("MySQL is silent")));
+
+    proxy.resume();
+    await pollUntil(
+      "the service reads MySQL again",
+      async () => ((await rest(server.baseUrl, "GET", PRODUCTS)).status === 200 ? true : undefined),
+      { timeoutMs: 10_000 },
+    );
+    t.true(server.logs.some((line) => line.includes("MySQL answers again")));
+  },
+);
 
 test.serial("a statement that waits for a lock shorter than the bound is left alone", async (t) => {
   const { server } = t.context;
