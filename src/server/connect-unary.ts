@@ -16,6 +16,7 @@ import {
   responseGone,
   type UnaryProtocol,
 } from "./rpc-fast-protocol.js";
+import { endAtTurnEnd } from "./turn-end-writes.js";
 
 const TERM_HEADERS = {
   encoding: "content-encoding",
@@ -96,5 +97,5 @@ async function send(
   headers["content-length"] = sent.byteLength;
   if (responseGone(response)) return;
   response.writeHead(status, headers);
-  response.end(sent);
+  endAtTurnEnd(response, sent);
 }

@@ -6,6 +6,7 @@ import { ProblemDetailsSchema } from "../../gen/provision/v1/problem_pb.js";
 import type { FieldViolation } from "../platform/errors.js";
 import { httpStatusOf, PROBLEM_TYPE_PREFIX, slugOf, titleOf } from "./problem-mapping.js";
 import type { NodeResponse } from "./rest/rest-handler.js";
+import { endAtTurnEnd } from "./turn-end-writes.js";
 
 export interface Problem {
   status: number;
@@ -31,7 +32,7 @@ export function writeJsonText(response: NodeResponse, status: number, text: stri
   response.statusCode = status;
   response.setHeader("Content-Type", "application/json; charset=utf-8");
   response.setHeader("Content-Length", body.length);
-  response.end(body);
+  endAtTurnEnd(response, body);
 }
 
 export const READ_METHODS = ["GET", "HEAD"] as const;

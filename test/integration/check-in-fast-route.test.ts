@@ -12,6 +12,7 @@ import {
   sessionIdOf,
   sessionPath,
 } from "../support/licensing.js";
+import { isCompleteResponse, parseHttpResponse, RawConnection } from "../support/raw-http.js";
 import { rest } from "../support/rest.js";
 import { startTestServer, type TestServer } from "../support/test-server.js";
 
@@ -187,3 +188,33 @@ each(
     t.is((await post(server, tokens[0], { body: "{}", headers: { "content-type": "application/json" } })).status, 200);
   },
 );
+
+each("pipelined requests on one connection are answered in order, however each is answered", async (t, mode) => {
+  const server = t.context.servers[mode];
+  const { tokens } = await twoSessions(server);
+  const checkIn = (token: string) =>
+    `POST ${sessionPath(sessionIdOf(token), "check-in")} HTTP/1.1\r\nHost: localhost\r\n` +
+    `Authorization: Bearer ${token}\r\nContent-Length: 0\r\n\r\n`;
+  const unknownPath = "GET /no-such-path HTTP/1.1\r\nHost: localhost\r\n\r\n";
+  // Check-ins answered from memory at the turn's end, a 404 at once, a health probe, all in one write.
+  const requests = [
+    checkIn(tokens[0]),
+    unknownPath,
+    checkIn(tokens[1]),
+    "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n",
+  ];
+  const connection = await RawConnection.open(server.port);
+  t.teardown(() => connection.close());
+  connection.write(requests.join("").repeat(3));
+  await connection.until(() => connection.responses().filter(isCompleteResponse).length === 12);
+  const answers = connection.responses().map((text) => parseHttpResponse(text));
+  for (let round = 0; round < 3; round++) {
+    const [first, missing, second, healthz] = answers.slice(round * 4, round * 4 + 4);
+    t.is(first?.status, 200);
+    t.is(JSON.parse(first?.body ?? "{}").sessionId, sessionIdOf(tokens[0]));
+    t.is(missing?.status, 404);
+    t.is(second?.status, 200);
+    t.is(JSON.parse(second?.body ?? "{}").sessionId, sessionIdOf(tokens[1]));
+    t.is(healthz?.status, 200);
+  }
+});
