@@ -7,6 +7,7 @@ import { recordClientAddress } from "./client-address.js";
 import { continueOnFirstRead } from "./expect-continue.js";
 import { writeRawProblem } from "./http-responses.js";
 import type { NodeRequest, NodeResponse } from "./rest/rest-handler.js";
+import { sendWaitingAnswers } from "./turn-end-writes.js";
 
 /** Handles a request; what it answers is called once, when the response closes. */
 export type RequestHandler = (request: NodeRequest, response: NodeResponse) => (() => void) | undefined;
@@ -209,6 +210,8 @@ export function statusAnsweredOn(socket: net.Socket | null | undefined): number 
  * its headers were read is logged here, having no request line of its own.
  */
 function answerClientError(error: NodeJS.ErrnoException, socket: net.Socket, logger: Logger): void {
+  // An answer made on this connection and waiting for the turn's end goes first, then the connection is cut.
+  sendWaitingAnswers();
   if (error.code === "ECONNRESET" || !socket.writable || socket.bytesWritten > 0) {
     socket.destroy();
     return;

@@ -19,13 +19,22 @@ export function endAtTurnEnd(response: NodeResponse, body: Uint8Array): void {
   // Its headers are fixed now, so that nothing can be written in between.
   if (!response.headersSent) response.writeHead(response.statusCode);
   waiting.push({ response, body });
-  if (waiting.length === 1) setImmediate(endWaiting);
+  if (waiting.length === 1) setImmediate(sendWaitingAnswers);
 }
 
-function endWaiting(): void {
+/**
+ * Sends every answer waiting for the turn's end now: before the server writes anything of its own on a
+ * connection (a parse error's answer), which must come after an answer already made there.
+ */
+export function sendWaitingAnswers(): void {
   const answers = waiting;
   waiting = [];
   for (const { response, body } of answers) {
-    if (!response.destroyed) response.end(body);
+    if (response.destroyed) continue;
+    try {
+      response.end(body);
+    } catch {
+      response.destroy();
+    }
   }
 }

@@ -294,6 +294,23 @@ test("a malformed request line answers 400 with a problem", async (t) => {
   t.is((await fetch(`${server.baseUrl}/healthz`)).status, 200);
 });
 
+for (const [what, next] of [
+  ["a malformed request", "GARBAGE GARBAGE\r\n\r\n"],
+  ["a request with 20 KB of headers", `GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ${"a".repeat(20 * 1024)}\r\n\r\n`],
+]) {
+  test(`a request's answer is sent before the connection is cut for ${what} sent after it`, async (t) => {
+    const { server } = t.context;
+    const text = await rawExchange(
+      server.port,
+      `GET /healthz HTTP/1.1\r\nHost: x\r\nX-Request-Id: answered-first\r\n\r\n${next}`,
+    );
+    const response = parseResponse(text);
+    t.regex(response.statusLine, /^HTTP\/1\.1 200 /);
+    t.is(response.headers["x-request-id"], "answered-first");
+    t.deepEqual(JSON.parse(response.body), { status: "ok" });
+  });
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // 3. Protocol sniffing: a first segment that is a prefix of the HTTP/2 preface is not enough to choose HTTP/2.
 
