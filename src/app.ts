@@ -139,12 +139,12 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
     await keys.initialize();
     // After the migrations: a migration (an ALTER of a large table) may run long with nothing to send.
     if (config.database.kind === "mysql") {
-      const silence = guardSilentDatabase(dataSource, logger);
+      const silence = guardSilentDatabase(dataSource, config.database.url, logger);
       const stopWatch = watchStalledStatements(
         dataSource,
         statementStallMs(dataSource, config.database.statementStallSeconds),
         logger,
-        silence.silent,
+        silence.suspect,
       );
       stopStallWatch = () => {
         stopWatch();

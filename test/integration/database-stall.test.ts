@@ -82,9 +82,9 @@ test.serial(
     proxy.stall();
     t.teardown(() => proxy.resume());
     const started = Date.now();
-    // Five times the pool: without a fail-fast state each new connection made for the queue waits its own bound.
+    // Eight times the pool: without a fail-fast state each new connection made for the queue waits its own bound.
     const answers = await Promise.all(
-      Array.from({ length: 5 * POOL_SIZE }, async () => {
+      Array.from({ length: 8 * POOL_SIZE }, async () => {
         const answer = await vendorCall(server, "GET", PRODUCTS);
         return {
           status: answer.status,
@@ -96,7 +96,8 @@ test.serial(
     for (const answer of answers) {
       t.is(answer.status, 503);
       t.is(answer.type, "urn:provision:problem:database-unavailable");
-      t.true(answer.at < 2 * STALL_MS, `answered after ${answer.at} ms`);
+      // The bound, then a new connection's check (at most 2 s): about twice the bound.
+      t.true(answer.at < 3 * STALL_MS, `answered after ${answer.at} ms`);
     }
     const askedLater = Date.now();
     const later = await vendorCall(server, "GET", PRODUCTS);
@@ -113,6 +114,38 @@ test.serial(
     t.true(server.logs.some((line) => line.includes("MySQL answers again")));
   },
 );
+
+test.serial("idle connections lost in the silence are not waited on once MySQL answers new ones", async (t) => {
+  const { server, proxy } = t.context;
+  await Promise.all(Array.from({ length: POOL_SIZE }, () => rest(server.baseUrl, "GET", PRODUCTS)));
+  const linesBefore = server.logs.length;
+  proxy.stall();
+  t.teardown(() => proxy.resume());
+  t.is((await vendorCall(server, "GET", PRODUCTS)).status, 503);
+  await pollUntil("the silence is found", () =>
+    server.logs.slice(linesBefore).some((line) => line.includes("MySQL is silent")) ? true : undefined,
+  );
+  const healed = Date.now();
+  proxy.resume({ oldConnectionsStaySilent: true });
+  await pollUntil(
+    "the service reads MySQL again",
+    async () => ((await vendorCall(server, "GET", PRODUCTS)).status === 200 ? true : undefined),
+    { timeoutMs: 3 * STALL_MS },
+  );
+  t.true(Date.now() - healed < 3 * STALL_MS, "no idle connection of before was waited on");
+});
+
+test.serial("one statement silent for the bound on a MySQL that answers fails alone", async (t) => {
+  const { server } = t.context;
+  const linesBefore = server.logs.length;
+  const sleeping = server.app.dataSource.query(`SELECT SLEEP(${(STALL_MS / 1000) * 2}) AS slept`);
+  await t.throwsAsync(sleeping, { message: /sent nothing/ });
+  for (let round = 0; round < 5; round++) {
+    t.is((await rest(server.baseUrl, "GET", PRODUCTS)).status, 200);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+  }
+  t.false(server.logs.slice(linesBefore).some((line) => line.includes("MySQL is silent")));
+});
 
 test.serial("a statement that waits for a lock shorter than the bound is left alone", async (t) => {
   const { server } = t.context;

@@ -12,7 +12,11 @@ export interface TcpProxy {
    * silent (a network partition), with no reset to tell the client.
    */
   stall(): void;
-  resume(): void;
+  /**
+   * Ends a stall; with `oldConnectionsStaySilent`, only for connections made from now on: those open before stay
+   * silent for good, as a NAT or load balancer that lost their entries without a reset would leave them.
+   */
+  resume(options?: { oldConnectionsStaySilent?: boolean }): void;
   /** Stops accepting and cuts every proxied connection, as if the upstream went away. */
   close(): Promise<void>;
 }
@@ -88,9 +92,10 @@ export async function startTcpProxy(
         upstream.pause();
       }
     },
-    resume() {
+    resume({ oldConnectionsStaySilent = false } = {}) {
       if (!stalled) return;
       stalled = false;
+      if (oldConnectionsStaySilent) pairs.clear();
       for (const [client, upstream] of pairs) {
         client.pipe(upstream);
         upstream.pipe(client);
