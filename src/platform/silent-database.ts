@@ -66,6 +66,7 @@ export function guardSilentDatabase(dataSource: DataSource, url: string, logger:
   const getConnection = pool.getConnection.bind(pool);
   let silentSince: number | undefined;
   let checking = false;
+  let stopped = false;
   let probe: NodeJS.Timeout | undefined;
 
   const answered = () => {
@@ -91,7 +92,7 @@ export function guardSilentDatabase(dataSource: DataSource, url: string, logger:
     checking = true;
     answers().then((answering) => {
       checking = false;
-      if (!answering && silentSince === undefined) silent(reason);
+      if (!answering && silentSince === undefined && !stopped) silent(reason);
     });
   };
   pool.getConnection = (callback) => {
@@ -107,6 +108,7 @@ export function guardSilentDatabase(dataSource: DataSource, url: string, logger:
   return {
     suspect,
     stop() {
+      stopped = true;
       clearInterval(probe);
       pool.getConnection = getConnection;
     },
