@@ -32,6 +32,7 @@ import { migrations } from "./platform/migrations/index.js";
 import { createScheduler, type Scheduler } from "./platform/scheduler.js";
 import { guardSilentDatabase } from "./platform/silent-database.js";
 import { watchStalledStatements } from "./platform/stalled-statements.js";
+import { deadlineInterceptor } from "./server/deadline-interceptor.js";
 import { errorInterceptor } from "./server/error-interceptor.js";
 import type { RequestHandler } from "./server/http-server.js";
 import { createInProcessInvoker, type ServiceImplementation } from "./server/in-process-rpc.js";
@@ -211,7 +212,12 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
   });
   const implementations = options.services?.(allImplemented) ?? allImplemented;
   const authOptions = { tokens, clients, callbackGrants, licenseSessions: licensing.verifier };
-  const interceptors = [errorInterceptor(logger), authInterceptor(authOptions), limitsInterceptor()];
+  const interceptors = [
+    errorInterceptor(logger),
+    authInterceptor(authOptions),
+    limitsInterceptor(),
+    deadlineInterceptor(),
+  ];
   const invoke = createInProcessInvoker(implementations, interceptors);
   const rpcOptions: RpcHandlerOptions = {
     logger,

@@ -48,6 +48,11 @@ export interface ResponseMetadata {
 /** The call behind a request, for the context its implementation gets: interceptors pass requests on as they like. */
 const inProcessCallKey = createContextKey<InProcessCall | undefined>(undefined, { description: "in-process call" });
 
+/** The in-process call behind a request, or undefined for a call connect-node serves. */
+export function inProcessCallOf(request: UnaryRequest): InProcessCall | undefined {
+  return request.contextValues.get(inProcessCallKey);
+}
+
 type UnaryNext = (request: UnaryRequest) => Promise<UnaryResponse>;
 
 /**
