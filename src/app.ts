@@ -216,7 +216,7 @@ export async function createApp(config: Config, logger: Logger, options: AppOpti
     errorInterceptor(logger),
     authInterceptor(authOptions),
     limitsInterceptor(),
-    deadlineInterceptor(),
+    deadlineInterceptor(logger),
   ];
   const invoke = createInProcessInvoker(implementations, interceptors);
   const rpcOptions: RpcHandlerOptions = {

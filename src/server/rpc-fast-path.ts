@@ -65,7 +65,7 @@ export function createFastPath(options: FastPathOptions) {
     const declared = declaredLength(request);
     // connect-node refuses a body declared too long before reading it.
     if (declared !== undefined && declared > settings.readMaxBytes) return false;
-    const call = { request, response, method, protocol, negotiated, declared, handOver };
+    const call = { request, response, method, protocol, negotiated, declared, handOver, receivedAt: Date.now() };
     answer(call).catch((reason: unknown) => {
       if (responseGone(response) || ConnectError.from(reason).code === Code.Aborted) return;
       options.logger.error(
@@ -120,6 +120,8 @@ interface FastCall {
   negotiated: Negotiated;
   declared: number | undefined;
   handOver: HandOver;
+  /** When its headers were read: the client's deadline counts from here, body included. */
+  receivedAt: number;
 }
 
 /** Encodings of frozen messages: a frozen message (a cached answer, deep-frozen by convention) cannot change. */
@@ -175,7 +177,7 @@ function parse(
 
 function callOf(call: FastCall, message: Message, metadata: ResponseMetadata): InProcessCall {
   const { request, response, protocol, negotiated } = call;
-  const deadline = negotiated.timeoutMs === undefined ? undefined : Date.now() + negotiated.timeoutMs;
+  const deadline = negotiated.timeoutMs === undefined ? undefined : call.receivedAt + negotiated.timeoutMs;
   return {
     message,
     header: incomingHeaders(request.headers),

@@ -1,10 +1,13 @@
+import { once } from "node:events";
 import fs from "node:fs";
+import http from "node:http";
 import os from "node:os";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import test from "ava";
 import { CatalogService } from "../../gen/provision/v1/catalog_pb.js";
 import type { ServiceImplementation } from "../../src/server/in-process-rpc.js";
+import { pollUntil } from "../support/poll.js";
 import { type Exchange, envelope, http1Exchange, http2Exchange } from "../support/raw-rpc.js";
 import { PRODUCTS, rest } from "../support/rest.js";
 import { startTestServer, type TestServer } from "../support/test-server.js";
@@ -30,6 +33,7 @@ function slowCreations(implementations: ServiceImplementation[]): ServiceImpleme
         ...methods,
         createProduct: async (request: { productCode: string }, context: unknown) => {
           if (request.productCode.startsWith("SLOW")) await sleep(SLOW_MS);
+          if (request.productCode.startsWith("SLOW-FAIL")) throw new Error(`late failure of ${request.productCode}`);
           const created = await createProduct(request, context);
           finished.add(request.productCode);
           return created;
@@ -112,4 +116,47 @@ test("a call that ends within its deadline is answered as usual", async (t) => {
   const answer = await connectCall("IN-TIME", "10000");
   t.is(answer.status, 200);
   t.true(await productExists("IN-TIME"));
+});
+
+test("a deadline too far off for a timer is as good as none, on both paths", async (t) => {
+  // Slow calls: a deadline taken at face value would end them after Node's longest timer wraps (1 ms).
+  const [connect, grpc] = await Promise.all([
+    connectCall("SLOW-FAR-CONNECT", "9999999999"),
+    grpcCall("SLOW-FAR-GRPC", "99999999H", "http1"),
+  ]);
+  t.is(connect.status, 200);
+  t.is(grpcStatusOf(grpc), "0");
+  t.true(await productExists("SLOW-FAR-CONNECT"));
+  t.true(await productExists("SLOW-FAR-GRPC"));
+});
+
+test("a call that fails after its deadline was answered is still logged", async (t) => {
+  const answer = await connectCall("SLOW-FAIL-1", "100");
+  t.is(answer.status, 504);
+  await pollUntil(
+    "the late failure is logged",
+    () => (server.logs.some((line) => line.includes("late failure of SLOW-FAIL-1")) ? true : undefined),
+    { timeoutMs: SLOW_MS + 5000 },
+  );
+  t.pass();
+});
+
+test("Connect: the deadline counts the time the body takes to arrive", async (t) => {
+  const body = Buffer.from(JSON.stringify({ productCode: "LATE-BODY" }));
+  const request = http.request(new URL(CREATE, server.baseUrl), {
+    method: "POST",
+    headers: {
+      "content-type": "application/json",
+      "content-length": String(body.length),
+      authorization: server.adminAuthorization,
+      "connect-timeout-ms": "300",
+    },
+  });
+  request.write(body.subarray(0, 5));
+  await sleep(600);
+  request.end(body.subarray(5));
+  const [response] = (await once(request, "response")) as [http.IncomingMessage];
+  response.resume();
+  t.is(response.statusCode, 504);
+  t.false(await productExists("LATE-BODY"));
 });
