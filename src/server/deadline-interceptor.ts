@@ -16,12 +16,12 @@ const LONGEST_TIMER_MS = 2 ** 31 - 1;
  * a failure of it is still logged as any other). REST calls carry no deadline.
  */
 export function deadlineInterceptor(logger: Logger): Interceptor {
-  return (next) => async (request) => {
+  return (next) => (request) => {
     if (request.stream) return next(request);
     const call = inProcessCallOf(request);
     const left = call ? call.timeoutMs?.() : connectNodeTimeoutOf(request);
     if (left === undefined || left > LONGEST_TIMER_MS) return next(request);
-    if (left <= 0) throw deadlineExceeded();
+    if (left <= 0) return Promise.reject(deadlineExceeded());
     const logLateFailure = (error: unknown) =>
       connectErrorOf(error, logger, { requestId: request.header.get("x-request-id"), procedure: request.method.name });
     // connect-node's own signal aborts at the deadline; for in-process calls a timer does.

@@ -107,9 +107,15 @@ export function createRequestHandler(parts: RequestHandlerParts): RequestHandler
  * An HTTP/2 stream's RST_STREAM sent with its HEADERS is read only after the request event, in the same turn:
  * dispatching on the next turn lets a rapid-reset flood's requests end there, before authentication or a query.
  */
-function dispatchUnlessReset(...args: Parameters<typeof dispatch>): void {
+function dispatchUnlessReset(
+  parts: RequestHandlerParts,
+  request: NodeRequest,
+  response: NodeResponse,
+  target: RequestTarget | undefined,
+  requestId: string,
+): void {
   setImmediate(() => {
-    if (!responseGone(args[2])) dispatch(...args);
+    if (!responseGone(response)) dispatch(parts, request, response, target, requestId);
   });
 }
 

@@ -120,18 +120,20 @@ function visitMapValue(
     if (wireType === 2) {
       if (number === 1) key = utf8.decode(bytes.subarray(from, to));
       if (number === 2) value = [from, to];
-    } else if (wireType === 0 && number === 1 && readVarint(bytes, at, end)) {
-      const varint = readVarint(bytes, at, end) as { value: number; next: number };
-      key = varint.value;
-      at = varint.next;
-    } else {
-      const skipped = skip(bytes, at, end, wireType, number);
-      if (skipped === undefined) {
-        fail(scan);
-        return;
-      }
-      at = skipped;
+      continue;
     }
+    const varintKey = wireType === 0 && number === 1 ? readVarint(bytes, at, end) : undefined;
+    if (varintKey) {
+      key = varintKey.value;
+      at = varintKey.next;
+      continue;
+    }
+    const skipped = skip(bytes, at, end, wireType, number);
+    if (skipped === undefined) {
+      fail(scan);
+      return;
+    }
+    at = skipped;
   }
   visit(element, bytes, value?.[0] ?? 0, value?.[1] ?? 0, `${fieldPath}${mapKey(String(key))}.`, scan);
 }
